@@ -1,0 +1,287 @@
+"""Shared HTTP plumbing for the vendor clients: retries, backoff, timeouts, SSE, error messages.
+
+Retried: connection/transport failures, 408, 409, 429 and every 5xx (529 is Anthropic's
+"overloaded"), with exponential backoff and jitter, honouring ``retry-after`` /
+``retry-after-ms`` and ``x-should-retry``. Any other status raises :class:`ModelError` at once
+with the provider's message on one line. A stream is retried only until its status line arrives;
+a stream cut after that simply ends (the caller's accumulator reports it as truncated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncGenerator, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from codeact.errors import ModelError
+
+__all__ = ["HTTPOptions", "SSEDecoder", "SSEEvent", "Transport"]
+
+_RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class HTTPOptions:
+    """Timeouts and the retry policy of one client."""
+
+    timeout: float = 60.0
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    max_retry_after: float = 60.0
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One server-sent event."""
+
+    event: str
+    data: str
+
+
+class SSEDecoder:
+    """Incremental Server-Sent Events decoder fed with lines (without their line ending)."""
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> SSEEvent | None:
+        """Take one line; return the event a blank line completes, if any."""
+        if not line:
+            if not self._data and not self._event:
+                return None
+            event = SSEEvent(self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """Collapse whitespace to a single line and cap its length."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def error_detail(body: bytes) -> str:
+    """The provider's error message from an OpenAI- or Anthropic-shaped error body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return one_line(body.decode("utf-8", "replace")) or "(empty body)"
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        kind = err.get("type") or err.get("code")
+        message = str(err.get("message") or "")
+        return one_line(f"{kind}: {message}" if kind else message)
+    if isinstance(err, str):
+        return one_line(err)
+    return one_line(json.dumps(data))
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked us to wait, if it said."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+class Transport:
+    """POSTs JSON to one provider with retries; plain JSON answers or SSE event streams."""
+
+    def __init__(self, provider: str, options: HTTPOptions, secret: str | None = None) -> None:
+        self.provider = provider
+        self.options = options
+        self._secret = secret
+        self._client: httpx.Client | None = None
+
+    # -- policy -------------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        """Remove the API key from ``text``."""
+        if self._secret and len(self._secret) >= 4:
+            text = text.replace(self._secret, "***")
+        return text
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float | None:
+        """Seconds to wait before retrying, or ``None`` when the failure is final."""
+        if attempt >= self.options.max_retries:
+            return None
+        if response is not None:
+            should = response.headers.get("x-should-retry")
+            status = response.status_code
+            retryable = status in _RETRY_STATUSES or status >= 500
+            if should in ("true", "false"):
+                retryable = should == "true"
+            if not retryable:
+                return None
+            hint = _retry_after(response.headers)
+            if hint is not None and 0 <= hint <= self.options.max_retry_after:
+                return hint
+        backoff: float = min(self.options.backoff_base * 2**attempt, self.options.backoff_max)
+        return backoff * (1 - 0.25 * random.random())
+
+    def _status_error(self, response: httpx.Response, attempts: int) -> ModelError:
+        status = response.status_code
+        detail = error_detail(response.content)
+        hint = " (check the API key)" if status in (401, 403) else ""
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        retryable = status in _RETRY_STATUSES or status >= 500
+        message = f"{self.provider} API error {status}{tries}: {detail}{hint}"
+        return ModelError(self.redact(message), status=status, retryable=retryable)
+
+    def _transport_error(self, exc: httpx.TransportError, attempts: int) -> ModelError:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        message = one_line(f"{self.provider} request failed{tries}: {type(exc).__name__}: {exc}")
+        return ModelError(self.redact(message), retryable=True)
+
+    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            raise ModelError(
+                self.redact(f"{self.provider} returned a non-JSON body: {one_line(response.text, 200)}")
+            ) from None
+        if not isinstance(data, dict):
+            raise ModelError(f"{self.provider} returned JSON that is not an object")
+        return data
+
+    # -- sync ---------------------------------------------------------------------------------
+
+    def _sync_client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.options.timeout)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """POST and return the decoded JSON answer, retrying per the policy."""
+        attempt = 0
+        while True:
+            try:
+                response = self._sync_client().post(url, headers=headers, json=body)
+            except httpx.TransportError as exc:
+                delay = self._delay(attempt, None)
+                if delay is None:
+                    raise self._transport_error(exc, attempt + 1) from None
+            else:
+                if response.is_success:
+                    return self._decode(response)
+                delay = self._delay(attempt, response)
+                if delay is None:
+                    raise self._status_error(response, attempt + 1)
+            time.sleep(delay)
+            attempt += 1
+
+    def stream(
+        self, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> Generator[SSEEvent, None, None]:
+        """POST and yield the SSE events of the answer; a cut stream just ends."""
+        attempt = 0
+        while True:
+            try:
+                with self._sync_client().stream("POST", url, headers=headers, json=body) as response:
+                    if response.is_success:
+                        decoder = SSEDecoder()
+                        try:
+                            for line in response.iter_lines():
+                                event = decoder.feed(line)
+                                if event is not None:
+                                    yield event
+                        except httpx.TransportError:
+                            pass  # cut mid-stream: the accumulator sees no terminal event
+                        return
+                    response.read()
+            except httpx.TransportError as exc:
+                delay = self._delay(attempt, None)
+                if delay is None:
+                    raise self._transport_error(exc, attempt + 1) from None
+            else:
+                delay = self._delay(attempt, response)
+                if delay is None:
+                    raise self._status_error(response, attempt + 1)
+            time.sleep(delay)
+            attempt += 1
+
+    # -- async --------------------------------------------------------------------------------
+
+    async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`post` (a fresh ``httpx.AsyncClient`` per call: safe across event loops)."""
+        attempt = 0
+        async with httpx.AsyncClient(timeout=self.options.timeout) as client:
+            while True:
+                try:
+                    response = await client.post(url, headers=headers, json=body)
+                except httpx.TransportError as exc:
+                    delay = self._delay(attempt, None)
+                    if delay is None:
+                        raise self._transport_error(exc, attempt + 1) from None
+                else:
+                    if response.is_success:
+                        return self._decode(response)
+                    delay = self._delay(attempt, response)
+                    if delay is None:
+                        raise self._status_error(response, attempt + 1)
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    async def astream(
+        self, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> AsyncGenerator[SSEEvent, None]:
+        """Async :meth:`stream`."""
+        attempt = 0
+        async with httpx.AsyncClient(timeout=self.options.timeout) as client:
+            while True:
+                try:
+                    async with client.stream("POST", url, headers=headers, json=body) as response:
+                        if response.is_success:
+                            decoder = SSEDecoder()
+                            try:
+                                async for line in response.aiter_lines():
+                                    event = decoder.feed(line)
+                                    if event is not None:
+                                        yield event
+                            except httpx.TransportError:
+                                pass
+                            return
+                        await response.aread()
+                except httpx.TransportError as exc:
+                    delay = self._delay(attempt, None)
+                    if delay is None:
+                        raise self._transport_error(exc, attempt + 1) from None
+                else:
+                    delay = self._delay(attempt, response)
+                    if delay is None:
+                        raise self._status_error(response, attempt + 1)
+                await asyncio.sleep(delay)
+                attempt += 1

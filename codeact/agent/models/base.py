@@ -1,0 +1,188 @@
+"""The ``ModelClient`` seam and the skeleton the HTTP clients share.
+
+Tools are given in the neutral shape ``{"name", "description", "input_schema"}`` (an OpenAI-style
+``"parameters"`` key is accepted too). ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``
+(some tool must be called) or ``{"name": ...}`` (that tool must be called).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping, Sequence
+from contextlib import aclosing, closing
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from codeact.agent.messages import Message, ModelResponse
+from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
+from codeact.errors import ModelError
+
+__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "ToolChoice", "ToolDef"]
+
+ToolChoice = Literal["auto", "none", "required"] | Mapping[str, str]
+ToolDef = Mapping[str, Any]
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Anything that answers a conversation: an HTTP vendor client or a scripted stand-in."""
+
+    model: str
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolDef] = (),
+        tool_choice: ToolChoice = "auto",
+        max_tokens: int = 4096,
+        stream: bool = False,
+    ) -> ModelResponse:
+        """Ask the model for its next turn."""
+        ...
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolDef] = (),
+        tool_choice: ToolChoice = "auto",
+        max_tokens: int = 4096,
+        stream: bool = False,
+    ) -> ModelResponse:
+        """Async :meth:`complete`."""
+        ...
+
+
+class StreamAccumulator(Protocol):
+    """Reassembles one streamed answer from its SSE events."""
+
+    def feed(self, event: SSEEvent) -> None: ...
+
+    def result(self) -> ModelResponse: ...
+
+
+def tool_parts(tool: ToolDef) -> tuple[str, str, dict[str, Any]]:
+    """``(name, description, input_schema)`` of a neutral tool definition."""
+    if "name" not in tool:
+        raise ValueError(f"a tool definition needs a 'name': {dict(tool)!r}")
+    schema = tool.get("input_schema") or tool.get("parameters") or {"type": "object", "properties": {}}
+    return str(tool["name"]), str(tool.get("description") or ""), dict(schema)
+
+
+def choice_name(choice: ToolChoice) -> str | None:
+    """The forced tool's name for ``{"name": ...}``, else ``None``; rejects unknown values."""
+    if isinstance(choice, Mapping):
+        if "name" not in choice:
+            raise ValueError(f"tool_choice mapping needs a 'name': {dict(choice)!r}")
+        return str(choice["name"])
+    if choice not in ("auto", "none", "required"):
+        raise ValueError(f"tool_choice must be 'auto', 'none', 'required' or {{'name': ...}}, not {choice!r}")
+    return None
+
+
+def decode_event(provider: str, event: SSEEvent) -> dict[str, Any]:
+    """The JSON payload of a stream event."""
+    try:
+        data = json.loads(event.data)
+    except ValueError:
+        raise ModelError(f"{provider} sent a malformed stream event: {event.data[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{provider} sent a stream event that is not a JSON object")
+    return data
+
+
+class HTTPModelClient(abc.ABC):
+    """Shared ``complete``/``acomplete`` for vendors reached over HTTP; subclasses map the wire."""
+
+    provider: str = "model"
+    model: str
+
+    def __init__(self, model: str, api_key: str | None, options: HTTPOptions) -> None:
+        self.model = model
+        self._api_key = api_key
+        self._transport = Transport(self.provider, options, secret=api_key)
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    @abc.abstractmethod
+    def base_url(self) -> str: ...
+
+    @abc.abstractmethod
+    def _endpoint(self) -> str: ...
+
+    @abc.abstractmethod
+    def _headers(self, stream: bool) -> dict[str, str]: ...
+
+    @abc.abstractmethod
+    def _body(
+        self,
+        messages: Sequence[Message],
+        system: str | None,
+        tools: Sequence[ToolDef],
+        tool_choice: ToolChoice,
+        max_tokens: int,
+        stream: bool,
+    ) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def _parse(self, data: dict[str, Any]) -> ModelResponse: ...
+
+    @abc.abstractmethod
+    def _accumulator(self) -> StreamAccumulator: ...
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._transport.close()
+
+    def __enter__(self) -> HTTPModelClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolDef] = (),
+        tool_choice: ToolChoice = "auto",
+        max_tokens: int = 4096,
+        stream: bool = False,
+    ) -> ModelResponse:
+        """Ask the model for its next turn (see :class:`ModelClient`)."""
+        body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
+        url, headers = self._endpoint(), self._headers(stream)
+        if not stream:
+            return self._parse(self._transport.post(url, headers, body))
+        acc = self._accumulator()
+        with closing(self._transport.stream(url, headers, body)) as events:
+            for event in events:
+                acc.feed(event)
+        return acc.result()
+
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolDef] = (),
+        tool_choice: ToolChoice = "auto",
+        max_tokens: int = 4096,
+        stream: bool = False,
+    ) -> ModelResponse:
+        """Async :meth:`complete`."""
+        body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
+        url, headers = self._endpoint(), self._headers(stream)
+        if not stream:
+            return self._parse(await self._transport.apost(url, headers, body))
+        acc = self._accumulator()
+        async with aclosing(self._transport.astream(url, headers, body)) as events:
+            async for event in events:
+                acc.feed(event)
+        return acc.result()

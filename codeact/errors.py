@@ -1,0 +1,117 @@
+"""The one error tree of codeact.
+
+::
+
+    CodeactError
+    ├── ToolDefinitionError (ValueError)     a tool cannot be built from what was given
+    ├── ToolArgumentsError (ValueError)      arguments fail the tool's JSON Schema (lists every problem)
+    ├── ToolError                            a tool call failed; carries code, message, retryable
+    ├── SandboxError
+    │   ├── SandboxUnavailable               no engine / no image / cannot start; one-line reason
+    │   └── ProtocolViolation                the sandbox sent a frame out of protocol
+    ├── SessionClosed                        the session was used after close()
+    └── ModelError                           a model provider failed (HTTP status, bad response)
+
+An exception raised by the model's code is *data* in an ``ExecutionResult``, never one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+__all__ = [
+    "RETRYABLE_CODES",
+    "CodeactError",
+    "ErrorCode",
+    "ModelError",
+    "ProtocolViolation",
+    "SandboxError",
+    "SandboxUnavailable",
+    "SessionClosed",
+    "ToolArgumentsError",
+    "ToolDefinitionError",
+    "ToolError",
+]
+
+ErrorCode = Literal[
+    "unknown_tool",
+    "invalid_arguments",
+    "permission_denied",
+    "not_found",
+    "not_implemented",
+    "tool_exception",
+    "timeout",
+    "rate_limited",
+    "upstream_error",
+]
+
+#: Codes for which the same call, unchanged, may succeed later.
+RETRYABLE_CODES: frozenset[str] = frozenset({"timeout", "rate_limited", "upstream_error"})
+
+
+class CodeactError(Exception):
+    """Base of every error codeact raises on the host."""
+
+
+class ToolDefinitionError(CodeactError, ValueError):
+    """A tool definition (function, OpenAI/Anthropic/MCP dict) cannot be turned into a tool."""
+
+
+class ToolArgumentsError(CodeactError, ValueError):
+    """Arguments do not satisfy the tool's input schema; ``problems`` lists every one."""
+
+    def __init__(self, tool: str, problems: Sequence[str]) -> None:
+        self.tool = tool
+        self.problems = list(problems)
+        listed = "; ".join(self.problems) or "invalid arguments"
+        super().__init__(f"invalid arguments for tool {tool!r}: {listed}")
+
+
+class ToolError(CodeactError):
+    """A failed tool call. Raise it from a tool implementation to choose the code.
+
+    ``retryable`` defaults from the code: timeout, rate_limited and upstream_error are retryable.
+    ``retry_after`` (seconds) is a hint from the upstream, when it gave one.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        retryable: bool | None = None,
+        *,
+        retry_after: float | None = None,
+        data: Any = None,
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.retryable = code in RETRYABLE_CODES if retryable is None else retryable
+        self.retry_after = retry_after
+        self.data = data
+        super().__init__(f"[{code}] {message}")
+
+
+class SandboxError(CodeactError):
+    """The sandbox could not do what was asked."""
+
+
+class SandboxUnavailable(SandboxError):
+    """No sandbox can be had (no engine, no image, cannot start). The message is one line."""
+
+
+class ProtocolViolation(SandboxError):
+    """The sandbox sent something outside the protocol; the session is ended as ``killed``."""
+
+
+class SessionClosed(CodeactError):
+    """A session (or runtime) was used after it was closed."""
+
+
+class ModelError(CodeactError):
+    """A model provider answered with an error or an unusable response."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)

@@ -1,0 +1,1 @@
+"""codeact.evals."""

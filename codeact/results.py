@@ -1,0 +1,148 @@
+"""What one code action produced: ``ExecutionResult`` and its parts, and the model's view of it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CodeError",
+    "ExecutionResult",
+    "FileInfo",
+    "Termination",
+    "ToolCallError",
+    "ToolCallRecord",
+    "render_observation",
+]
+
+Termination = Literal["completed", "error", "timeout", "memory", "output_limit", "killed"]
+
+
+class ToolCallError(BaseModel):
+    """Why a tool call failed. ``retryable``: the same call, unchanged, may succeed later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the host saw it: recorded when it arrived and again when it ended."""
+
+    id: str
+    name: str
+    arguments: Any = None
+    ok: bool = False
+    result: Any = None
+    error: ToolCallError | None = None
+    duration_ms: float = 0.0
+    #: Answered from this session's ledger without running the tool again (cacheable tools).
+    cached: bool = False
+    #: False while the call is in flight; a record still pending when the run ended was cut short.
+    finished: bool = False
+
+
+class CodeError(BaseModel):
+    """An uncaught exception in the model's code. ``lineno`` is a line of the model's code."""
+
+    type: str
+    message: str
+    lineno: int | None = None
+    traceback: str = ""
+
+
+class FileInfo(BaseModel):
+    """A file the code wrote in the workspace (path relative to the workspace)."""
+
+    path: str
+    size: int
+
+
+class ExecutionResult(BaseModel):
+    """The structured result of one code action (the contract in DESIGN.md)."""
+
+    ok: bool
+    termination: Termination
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    value: Any = None
+    error: CodeError | None = None
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+    files: list[FileInfo] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    #: True when the sandbox was killed and the session's variables are gone.
+    state_lost: bool = False
+    #: One line on why the run ended the way it did, when it was not plain completion.
+    reason: str | None = None
+    #: Set by ``final_answer(x)`` in the code (``answered`` tells a None answer from none).
+    final_answer: Any = None
+    answered: bool = False
+
+    def to_json(self, **kwargs: Any) -> str:
+        return self.model_dump_json(**kwargs)
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 60, 0)
+    head, tail = keep // 2, keep - keep // 2
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n… [{cut} characters cut from the middle] …\n{text[len(text) - tail:]}"
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _call_line(call: ToolCallRecord) -> str:
+    args = _short(call.arguments, 120)
+    if call.ok:
+        tag = " (cached)" if call.cached else ""
+        return f"- {call.name}({args}) -> ok{tag}: {_short(call.result)}"
+    if call.error is not None:
+        retry = ", retryable" if call.error.retryable else ""
+        return f"- {call.name}({args}) -> {call.error.code}{retry}: {_short(call.error.message)}"
+    return f"- {call.name}({args}) -> did not finish"
+
+
+def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
+    """The text fed back to the model: output, value, one line per call, the error with its line.
+
+    Long parts are cut from the middle, saying how much was cut; ``result`` keeps everything.
+    """
+    parts: list[str] = []
+    if result.stdout:
+        note = " (truncated by the sandbox)" if result.stdout_truncated else ""
+        parts.append(f"stdout{note}:\n{_clip_middle(result.stdout, max_chars // 2)}")
+    if result.stderr:
+        note = " (truncated by the sandbox)" if result.stderr_truncated else ""
+        parts.append(f"stderr{note}:\n{_clip_middle(result.stderr, max_chars // 4)}")
+    if result.value is not None:
+        parts.append(f"value: {_clip_middle(_short(result.value, 10**9), max_chars // 4)}")
+    if result.calls:
+        lines = [_call_line(c) for c in result.calls]
+        parts.append(f"tool calls ({len(lines)}):\n" + _clip_middle("\n".join(lines), max_chars // 4))
+    if result.error is not None:
+        err = result.error
+        where = f" at line {err.lineno}" if err.lineno is not None else ""
+        tb = f"\n{_clip_middle(err.traceback, max_chars // 4)}" if err.traceback else ""
+        parts.append(f"error{where}: {err.type}: {_clip_middle(err.message, 1000)}{tb}")
+    if result.termination not in ("completed", "error"):
+        why = f": {result.reason}" if result.reason else ""
+        parts.append(f"run ended: {result.termination}{why}")
+    if result.state_lost:
+        parts.append("note: the sandbox was restarted; variables from earlier runs are gone.")
+    if not parts:
+        parts.append("(no output)")
+    return _clip_middle("\n\n".join(parts), max_chars)

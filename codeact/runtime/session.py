@@ -1,0 +1,236 @@
+"""``Runtime`` (tools + sandbox settings, shared by many sessions) and ``Session`` (one sandbox,
+one persistent namespace, many runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from ..errors import SessionClosed
+from ..results import CodeError, ExecutionResult, FileInfo
+from ..sandbox import SandboxConfig
+from ..sandbox.driver import KernelDriver, RunOutcome
+from ..sandbox.pool import SandboxPool, open_kernel
+from ..tool_stubs import render_stubs
+from ._loop import LoopThread
+from .ledger import CallLedger
+from .toolhost import PermissionHook, ToolHost
+from .toolset import Toolset
+
+__all__ = ["Runtime", "Session"]
+
+_MAX_FILES = 1000
+
+
+class Runtime:
+    """Tools and sandbox settings; makes sessions. Close it (or use ``with``) when done."""
+
+    def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
+                 *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
+                 max_result_chars: int = 1_000_000) -> None:
+        self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
+        self.config = sandbox or SandboxConfig()
+        self.loop = LoopThread()
+        self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
+                             max_result_chars=max_result_chars)
+        self.stubs = render_stubs(self.toolset.specs)
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._pool: SandboxPool | None = None
+        self.closed = False
+        if self.config.pool_size:
+            self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs)
+
+    @property
+    def prompt_view(self) -> str:
+        """The tool stubs as the model is shown them."""
+        return self.stubs
+
+    def session(self, *, workspace: str | Path | None = None,
+                inputs: Mapping[str, str | Path] | None = None,
+                config: SandboxConfig | None = None) -> Session:
+        """A new isolated session (fresh namespace). ``workspace`` mounts a host directory;
+        ``inputs`` maps names to host files made visible read-only under ``/inputs``."""
+        if self.closed:
+            raise SessionClosed("the runtime is closed")
+        session = Session(self, workspace=workspace, inputs=inputs, config=config)
+        self._sessions.add(session)
+        return session
+
+    def run(self, code: str, **kwargs: Any) -> ExecutionResult:
+        """Run one code action in a fresh session."""
+        with self.session(**kwargs) as session:
+            return session.run(code)
+
+    async def arun(self, code: str, **kwargs: Any) -> ExecutionResult:
+        return await asyncio.to_thread(self.run, code, **kwargs)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for session in list(self._sessions):
+            session.close()
+        if self._pool is not None:
+            self._pool.close()
+        self.loop.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pool(self) -> SandboxPool | None:
+        """The warm pool (``SandboxConfig.pool_size`` > 0), if any."""
+        return self._pool
+
+    def _open_kernel(self, config: SandboxConfig, workspace: Path | None,
+                     inputs: Mapping[str, Path]) -> KernelDriver:
+        """A started, handshaken kernel: from the warm pool when the session needs nothing special."""
+        if self._pool is not None and workspace is None and not inputs and config == self.config:
+            pooled = self._pool.acquire()
+            if pooled is not None:
+                return pooled
+        return open_kernel(config, self.stubs, workspace, inputs)
+
+
+class Session:
+    """One sandbox and its persistent namespace; runs are serialized."""
+
+    def __init__(self, runtime: Runtime, *, workspace: str | Path | None = None,
+                 inputs: Mapping[str, str | Path] | None = None,
+                 config: SandboxConfig | None = None) -> None:
+        self.runtime = runtime
+        self.config = config or runtime.config
+        self.user_workspace = Path(workspace).resolve() if workspace is not None else None
+        self.inputs = {k: Path(v).resolve() for k, v in (inputs or {}).items()}
+        self.state: Literal["open", "closed"] = "open"
+        self.cache: dict[str, Any] = {}
+        self.history: list[ExecutionResult] = []
+        self._driver: KernelDriver | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def workspace(self) -> Path:
+        """The host directory the code sees as its working directory."""
+        return self._ensure().sandbox.workspace
+
+    def _ensure(self) -> KernelDriver:
+        if self.state == "closed":
+            raise SessionClosed("the session is closed")
+        if self._driver is None or self._driver.dead:
+            self._discard()
+            self._driver = self.runtime._open_kernel(self.config, self.user_workspace, self.inputs)
+        return self._driver
+
+    def start(self) -> Session:
+        """Start the sandbox now rather than at the first run."""
+        with self._lock:
+            self._ensure()
+        return self
+
+    def run(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+        """Run one code action; never raises for anything the code does."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        with self._lock:
+            driver = self._ensure()
+            ledger = CallLedger(self.cache)
+            host = self.runtime.host
+            started_ns = time.time_ns()
+
+            def on_call(seq: int, name: str, arguments: Any) -> None:
+                host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
+
+            outcome = driver.run(code, on_call, timeout_s or self.config.timeout_s,
+                                 output_cap=self.config.output_cap, output_limit=self.config.output_limit,
+                                 grace_s=self.config.grace_s)
+            result = _assemble(outcome, ledger, self.config)
+            result.files = _written_files(driver.sandbox.workspace, started_ns)
+            if outcome.state_lost:
+                self._discard()
+            self.history.append(result)
+            return result
+
+    async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+        return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    def _discard(self) -> None:
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.sandbox.close()
+
+    def close(self) -> None:
+        """Kill the sandbox and remove its directories. Idempotent."""
+        if self.state == "closed":
+            return
+        with self._lock:
+            self.state = "closed"
+            self._discard()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+
+def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig) -> ExecutionResult:
+    done = outcome.done
+    termination = outcome.termination
+    if outcome.interrupted and (done is None or done.termination != "completed"):
+        termination = "timeout"
+    error = CodeError(**done.error.model_dump()) if done is not None and done.error else None
+    if termination == "error" and error is not None and error.type == "MemoryError":
+        termination = "memory"
+    reason = outcome.reason
+    if termination == "timeout" and reason is None:
+        reason = f"the run passed its time limit of {config.timeout_s:g} s"
+    if termination == "output_limit":
+        reason = f"the code wrote more than {config.output_limit} characters"
+    ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
+                         f"the run ended ({termination}) before this call finished")
+    result = ExecutionResult(ok=termination == "completed", termination=termination,  # type: ignore[arg-type]
+                             error=error, calls=ledger.records(), duration_ms=outcome.wall_ms,
+                             state_lost=outcome.state_lost, reason=reason)
+    if done is not None:
+        cap = config.output_cap
+        result.stdout, result.stderr = done.stdout[:cap], done.stderr[:cap]
+        result.stdout_truncated = done.stdout_truncated or len(done.stdout) > cap
+        result.stderr_truncated = done.stderr_truncated or len(done.stderr) > cap
+        result.value = done.value
+        if done.final is not None:
+            result.final_answer = done.final.get("value")
+            result.answered = True
+    return result
+
+
+def _written_files(root: Path, since_ns: int) -> list[FileInfo]:
+    found: list[FileInfo] = []
+    if not root.is_dir():
+        return found
+    for path in sorted(root.rglob("*")):
+        if len(found) >= _MAX_FILES:
+            break
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if path.is_file() and not path.is_symlink() and st.st_mtime_ns >= since_ns - 10_000_000:
+            found.append(FileInfo(path=str(path.relative_to(root)), size=st.st_size))
+    return found
+

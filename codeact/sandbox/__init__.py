@@ -1,0 +1,32 @@
+"""Where code runs: the ``Sandbox`` seam, its backends (docker, local) and the kernel protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from .base import ExitStatus, Sandbox, SandboxConfig
+
+__all__ = ["ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"]
+
+
+def create_sandbox(config: SandboxConfig, session_dir: Path, workspace: Path,
+                   inputs: Mapping[str, Path] | None = None) -> Sandbox:
+    """A not-yet-started sandbox of the configured backend."""
+    if config.backend == "local":
+        from .local import LocalSandbox
+
+        if inputs:
+            workspace.mkdir(parents=True, exist_ok=True)
+            _link_inputs(workspace, inputs)
+        return LocalSandbox(config, session_dir, workspace)
+    from .docker import DockerSandbox
+
+    return DockerSandbox(config, session_dir, workspace, dict(inputs or {}))
+
+
+def _link_inputs(workspace: Path, inputs: Mapping[str, Path]) -> None:
+    target = workspace / "inputs"
+    target.mkdir(exist_ok=True)
+    for name, src in inputs.items():
+        (target / name).symlink_to(src)

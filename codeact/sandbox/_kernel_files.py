@@ -1,0 +1,48 @@
+"""The files that make up the in-sandbox kernel, laid out flat as the sandbox sees them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+#: Paths relative to the codeact package; copied flat (the kernel imports its siblings by name).
+KERNEL_FILES: tuple[str, ...] = (
+    "sandbox/kernel.py",
+    "sandbox/protocol.py",
+    "sandbox/_restricted.py",
+    "tool_stubs/client.py",
+)
+
+
+def kernel_hash(files: tuple[str, ...] = KERNEL_FILES) -> str:
+    digest = hashlib.sha256()
+    for rel in files:
+        digest.update(rel.encode() + b"\0" + (_PACKAGE / rel).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("CODEACT_CACHE") or os.path.join(Path.home(), ".cache", "codeact")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def materialize() -> Path:
+    """A directory holding the kernel files flat, keyed by their hash (made once, atomically)."""
+    target = cache_dir() / f"kernel-{kernel_hash()}"
+    if target.is_dir():
+        return target
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".kernel-"))
+    for rel in KERNEL_FILES:
+        shutil.copyfile(_PACKAGE / rel, tmp / Path(rel).name)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -1,0 +1,81 @@
+"""The sandbox seam: ``SandboxConfig`` and the ``Sandbox`` protocol every backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .protocol import FrameSocket
+
+__all__ = ["ExitStatus", "Sandbox", "SandboxConfig"]
+
+
+class SandboxConfig(BaseModel):
+    """Where and under which limits code runs. Docker is the isolation; ``local`` is not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["docker", "local"] = "docker"
+    timeout_s: float = Field(30.0, gt=0, description="wall clock per run, tool waits included")
+    grace_s: float = Field(1.0, ge=0, description="after the interrupt, time before the kill")
+    memory_mb: int = Field(512, ge=32)
+    cpus: float = Field(1.0, gt=0)
+    pids_limit: int = Field(128, ge=8)
+    tmpfs_mb: int = Field(64, ge=1)
+    fsize_mb: int = Field(1024, ge=1, description="largest file the code may write")
+    nofile: int = Field(256, ge=32)
+    output_cap: int = Field(1_000_000, ge=1000, description="characters kept per stream")
+    output_limit: int = Field(128_000_000, ge=1000, description="characters written before output_limit")
+    max_frame_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
+    policy: Literal["auto", "none", "restricted"] = Field(
+        "auto", description="restricted = RestrictedPython; auto = restricted on local, none on docker"
+    )
+    image: str | None = Field(None, description="a prepared sandbox image tag; built when None")
+    base_image: str | None = Field(None, description="build the sandbox image FROM this local image")
+    pip: tuple[str, ...] = Field((), description="packages baked into the built image")
+    pool_size: int = Field(0, ge=0, description="warm, never-used sandboxes kept ready (docker)")
+    uid: int = 65534
+
+    def effective_policy(self) -> Literal["none", "restricted"]:
+        if self.policy != "auto":
+            return self.policy
+        return "restricted" if self.backend == "local" else "none"
+
+
+@dataclass
+class ExitStatus:
+    """How a dead sandbox died."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    oom_killed: bool = False
+    detail: str = ""
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated kernel process and the channel to it."""
+
+    config: SandboxConfig
+    workspace: Path
+
+    @property
+    def channel(self) -> FrameSocket: ...
+
+    def start(self) -> None:
+        """Start the kernel and accept its channel connection (not its hello)."""
+
+    def interrupt(self) -> None:
+        """Ask the running cell to stop (KeyboardInterrupt in the code)."""
+
+    def kill(self) -> None:
+        """Kill the kernel at once; its state is lost."""
+
+    def exit_status(self) -> ExitStatus:
+        """After the kernel died: why."""
+
+    def close(self) -> None:
+        """Kill and remove everything the sandbox holds. Idempotent."""

@@ -1,0 +1,47 @@
+"""Remove what dead owners left behind: containers (by owner label) and session directories.
+
+Owners are named ``<pid>-<start time>``; an owner is dead when no process with that pid and start
+time exists, so a host process killed with SIGKILL leaks nothing past the next start.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from docker.errors import DockerException
+
+from ._owner import LABEL, owner_alive, sessions_root
+
+__all__ = ["CleanupReport", "cleanup_stale"]
+
+
+@dataclass
+class CleanupReport:
+    containers: list[str] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+
+
+def cleanup_stale(client: Any | None = None, *, everything: bool = False) -> CleanupReport:
+    """Remove containers and session dirs of dead owners (all of them with ``everything``)."""
+    report = CleanupReport()
+    if client is not None:
+        try:
+            listed = client.api.containers(all=True, filters={"label": LABEL})
+        except DockerException:
+            listed = []
+        for info in listed:
+            owner = (info.get("Labels") or {}).get(LABEL, "")
+            if everything or not owner_alive(owner):
+                try:
+                    client.api.remove_container(info["Id"], force=True)
+                    report.containers.append(info["Id"][:12])
+                except DockerException:
+                    pass
+    root = sessions_root()
+    for path in root.iterdir():
+        if path.is_dir() and (everything or not owner_alive(path.name)):
+            shutil.rmtree(path, ignore_errors=True)
+            report.directories.append(str(path))
+    return report

@@ -1,0 +1,207 @@
+"""The ``docker`` backend: one hardened container per session, the kernel kept alive in it.
+
+Hardening (each checked from inside by tests/test_docker_hardening.py): no network (only ``lo``),
+read-only root, size-limited tmpfs /tmp, the session's workspace as the only other writable place,
+a non-root uid, every capability dropped, no-new-privileges, pids/memory(+swap)/CPU limits,
+nofile/fsize ulimits, an init that reaps zombies and forwards signals, Docker's default seccomp
+profile, no log driver, an empty environment, no Docker socket, owner labels for cleanup. Code
+arrives over the channel (a Unix socket in a per-session host directory), never through a mount.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from docker.errors import APIError, DockerException, NotFound
+from docker.types import LogConfig, Mount, Ulimit
+
+from ..errors import SandboxUnavailable
+from ._channel import ChannelListener
+from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
+from .base import ExitStatus, SandboxConfig
+from .engine import docker_client
+from .protocol import FrameSocket
+
+__all__ = ["DockerSandbox", "sandbox_image"]
+
+_MB = 1024 * 1024
+CHANNEL_DIR = "/run/codeact"
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _client() -> Any:
+    client = docker_client(timeout=60)
+    from .cleanup import cleanup_stale  # every start removes what dead owners left
+
+    cleanup_stale(client)
+    return client
+
+
+@functools.lru_cache(maxsize=16)
+def _image_and_python(image: str | None, base: str | None, pip: tuple[str, ...]) -> tuple[str, str]:
+    from .image import ensure_image, resolve_python
+
+    def say(message: str) -> None:
+        print(f"codeact: {message}", file=__import__("sys").stderr, flush=True)
+
+    tag = image or ensure_image(base=base, pip=pip, progress=say, client=_client())
+    return tag, resolve_python(tag, client=_client())
+
+
+def sandbox_image(config: SandboxConfig) -> tuple[str, str]:
+    """(image tag, python path) for ``config``; builds the image on first use, with progress."""
+    with _lock:
+        return _image_and_python(config.image, config.base_image, tuple(config.pip))
+
+
+class DockerSandbox:
+    """A container running the kernel; ``session_dir`` holds the channel socket."""
+
+    def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path,
+                 inputs: dict[str, Path] | None = None) -> None:
+        self.config = config
+        self.session_dir = session_dir
+        self.workspace = workspace
+        self.inputs = inputs or {}
+        self.container_id: str | None = None
+        self._channel: FrameSocket | None = None
+        self._status: ExitStatus | None = None
+
+    @property
+    def channel(self) -> FrameSocket:
+        if self._channel is None:
+            raise SandboxUnavailable("the sandbox is not started")
+        return self._channel
+
+    def _prepare_dirs(self) -> Path:
+        chan_dir = self.session_dir / "chan"
+        chan_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.session_dir, 0o711)
+        os.chmod(chan_dir, 0o711)
+        fresh = not self.workspace.exists()
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0 and (fresh or self.workspace.stat().st_uid == 0):
+            os.chown(self.workspace, self.config.uid, self.config.uid)
+        return chan_dir
+
+    def _mounts(self, chan_dir: Path) -> list[Mount]:
+        mounts = [
+            Mount(CHANNEL_DIR, str(chan_dir), type="bind"),
+            Mount("/workspace", str(self.workspace), type="bind"),
+        ]
+        for name, src in self.inputs.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"input name {name!r} must be a plain file name")
+            mounts.append(Mount(f"/inputs/{name}", str(src), type="bind", read_only=True))
+        return mounts
+
+    def _host_config(self, client: Any, chan_dir: Path) -> Any:
+        cfg = self.config
+        return client.api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"},
+            mounts=self._mounts(chan_dir),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=cfg.pids_limit,
+            mem_limit=cfg.memory_mb * _MB,
+            memswap_limit=cfg.memory_mb * _MB,
+            nano_cpus=int(cfg.cpus * 1e9),
+            ulimits=[Ulimit(name="nofile", soft=cfg.nofile, hard=cfg.nofile),
+                     Ulimit(name="fsize", soft=cfg.fsize_mb * _MB, hard=cfg.fsize_mb * _MB),
+                     Ulimit(name="core", soft=0, hard=0)],
+            init=True,
+            log_config=LogConfig(type="none"),
+            ipc_mode="private",
+        )
+
+    def start(self) -> None:
+        client = _client()
+        image, python = sandbox_image(self.config)
+        chan_dir = self._prepare_dirs()
+        listener = ChannelListener(chan_dir, owner_uid=self.config.uid)
+        owner = owner_id()
+        command = [python, "-E", "-s", "-B", "/opt/codeact/kernel.py", "--connect",
+                   f"{CHANNEL_DIR}/channel.sock", "--policy", self.config.effective_policy()]
+        try:
+            created = client.api.create_container(
+                image, command=command, user=f"{self.config.uid}:{self.config.uid}",
+                working_dir="/workspace", hostname="sandbox", environment={}, network_disabled=True,
+                labels={LABEL: owner, LABEL_PID: owner.split("-")[0], LABEL_START: owner.split("-")[1],
+                        "codeact.session": self.session_dir.name},
+                host_config=self._host_config(client, chan_dir),
+            )
+            self.container_id = created["Id"]
+            client.api.start(self.container_id)
+            self._channel = listener.accept(30.0, self.config.max_frame_bytes)
+        except (DockerException, OSError) as exc:
+            self.close()
+            raise SandboxUnavailable(f"cannot start the sandbox container: {_one_line(exc)}") from None
+        except SandboxUnavailable:
+            self.close()
+            raise
+        finally:
+            listener.close()
+
+    def interrupt(self) -> None:
+        if self.container_id is not None:
+            try:
+                _client().api.kill(self.container_id, signal="SIGINT")
+            except DockerException:
+                pass
+
+    def kill(self) -> None:
+        if self.container_id is None:
+            return
+        try:
+            _client().api.kill(self.container_id)
+        except DockerException:
+            pass
+
+    def exit_status(self) -> ExitStatus:
+        if self._status is not None:
+            return self._status
+        if self.container_id is None:
+            return ExitStatus(detail="never started")
+        api = _client().api
+        try:
+            api.wait(self.container_id, timeout=5)
+        except (DockerException, OSError):
+            self.kill()
+        try:
+            state = api.inspect_container(self.container_id)["State"]
+        except NotFound:
+            return ExitStatus(detail="the container is gone")
+        code = state.get("ExitCode")
+        sig = code - 128 if isinstance(code, int) and code > 128 else None
+        detail = signal.Signals(sig).name if sig and sig in signal.Signals._value2member_map_ else ""
+        self._status = ExitStatus(exit_code=code, signal=sig, oom_killed=bool(state.get("OOMKilled")),
+                                  detail=detail)
+        return self._status
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.sock.close()
+            self._channel = None
+        if self.container_id is not None:
+            try:
+                _client().api.remove_container(self.container_id, force=True)
+            except NotFound:
+                pass
+            except APIError as exc:
+                if exc.status_code != 409:  # removal already in progress
+                    raise
+            self.container_id = None
+        shutil.rmtree(self.session_dir, ignore_errors=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,206 @@
+"""Drives one kernel over its channel: handshake, setup, runs; enforces the protocol and limits.
+
+Everything the kernel sends is hostile input: frames are size-capped by the FrameSocket and every
+message is validated here; anything out of protocol kills the sandbox with a clear reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ProtocolViolation, SandboxUnavailable
+from .base import Sandbox
+from .protocol import VERSION, FrameError, PeerClosed, encode
+
+__all__ = ["CallHandler", "KernelDriver", "RunOutcome"]
+
+#: (seq, tool name, arguments) → None; must not block: answer later with ``driver.reply``.
+CallHandler = Callable[[int, str, Any], None]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Hello(_Strict):
+    type: Literal["hello"]
+    v: int
+    pid: int
+    policy: str
+
+
+class _Ready(_Strict):
+    type: Literal["ready"]
+    error: str | None = None
+
+
+class _Call(_Strict):
+    type: Literal["call"]
+    seq: int = Field(ge=1)
+    name: str = Field(max_length=512)
+    arguments: Any = None
+
+
+class _CodeError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: str = Field(max_length=1000)
+    message: str = Field(max_length=20_000)
+    lineno: int | None = None
+    traceback: str = Field("", max_length=50_000)
+
+
+class _Done(_Strict):
+    type: Literal["done"]
+    id: str
+    termination: Literal["completed", "error", "output_limit"]
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    value: Any = None
+    error: _CodeError | None = None
+    final: dict[str, Any] | None = None
+
+
+@dataclass
+class RunOutcome:
+    """What the kernel reported for one run, or how the run ended without a report."""
+
+    termination: str
+    done: _Done | None = None
+    interrupted: bool = False
+    state_lost: bool = False
+    reason: str | None = None
+    wall_ms: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class KernelDriver:
+    """The host's side of one kernel's protocol."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self._write_lock = threading.Lock()
+        self.dead = False
+
+    def _send(self, message: dict[str, Any]) -> None:
+        data = encode(message)
+        with self._write_lock:
+            self.sandbox.channel.sock.sendall(data)
+
+    def reply(self, seq: int, payload: dict[str, Any]) -> None:
+        """Answer a call; safe from any thread; a dead kernel is ignored."""
+        try:
+            self._send({"type": "result", "seq": seq, **payload})
+        except (OSError, ValueError):
+            pass
+
+    def handshake(self, stubs: str, timeout_s: float = 30.0) -> None:
+        """Read the kernel's hello, install the tool stubs, wait until it is ready."""
+        chan = self.sandbox.channel
+        chan.sock.settimeout(timeout_s)
+        try:
+            hello = _Hello.model_validate(chan.recv())
+            if hello.v != VERSION:
+                raise ProtocolViolation(f"kernel speaks protocol v{hello.v}, host v{VERSION}")
+            self._send({"type": "setup", "stubs": stubs})
+            ready = _Ready.model_validate(chan.recv())
+        except (FrameError, OSError, ValidationError) as exc:
+            raise SandboxUnavailable(f"the kernel did not start properly: {_one_line(exc)}") from None
+        if ready.error:
+            raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
+
+    def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
+            output_limit: int, grace_s: float) -> RunOutcome:
+        """Run one cell; returns when the kernel reports, dies, or is killed at the deadline."""
+        run_id = uuid.uuid4().hex
+        started = time.monotonic()
+        outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit)
+        outcome.wall_ms = (time.monotonic() - started) * 1000
+        return outcome
+
+    def _run(self, run_id: str, code: str, on_call: CallHandler, deadline: float, grace_s: float,
+             output_cap: int, output_limit: int) -> RunOutcome:
+        chan = self.sandbox.channel
+        try:
+            self._send({"type": "run", "id": run_id, "code": code, "output_cap": output_cap,
+                        "output_limit": output_limit})
+        except OSError:
+            return self._died(interrupted=False)
+        interrupted = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if interrupted:
+                    self._kill()
+                    return RunOutcome("timeout", interrupted=True, state_lost=True,
+                                      reason="the code ignored the interrupt and was killed")
+                interrupted = True
+                self._interrupt()
+                deadline = time.monotonic() + grace_s
+                continue
+            chan.sock.settimeout(remaining)
+            try:
+                message = chan.recv()
+            except TimeoutError:
+                continue
+            except PeerClosed:
+                return self._died(interrupted)
+            except (FrameError, OSError) as exc:
+                return self._violation(f"unreadable frame: {_one_line(exc)}")
+            kind = message.get("type")
+            if kind == "call":
+                try:
+                    call = _Call.model_validate(message)
+                except ValidationError as exc:
+                    return self._violation(f"malformed call frame: {_one_line(exc)}")
+                on_call(call.seq, call.name, call.arguments)
+            elif kind == "done":
+                try:
+                    done = _Done.model_validate(message)
+                except ValidationError as exc:
+                    return self._violation(f"malformed done frame: {_one_line(exc)}")
+                if done.id != run_id:
+                    return self._violation("a 'done' frame for a run that is not in progress")
+                return RunOutcome(done.termination, done=done, interrupted=interrupted)
+            else:
+                return self._violation(f"unexpected frame type {str(kind)[:40]!r}")
+
+    def _interrupt(self) -> None:
+        try:
+            self._send({"type": "interrupt"})
+        except OSError:
+            pass
+        self.sandbox.interrupt()
+
+    def _kill(self) -> None:
+        self.dead = True
+        self.sandbox.kill()
+
+    def _violation(self, reason: str) -> RunOutcome:
+        self._kill()
+        return RunOutcome("killed", state_lost=True, reason=f"protocol violation: {reason}")
+
+    def _died(self, interrupted: bool) -> RunOutcome:
+        self.dead = True
+        status = self.sandbox.exit_status()
+        if status.oom_killed:
+            return RunOutcome("memory", state_lost=True, reason="the sandbox ran out of memory and was killed")
+        if interrupted:
+            return RunOutcome("timeout", interrupted=True, state_lost=True,
+                              reason="the sandbox died after the interrupt")
+        how = f"signal {status.signal}" if status.signal else f"exit status {status.exit_code}"
+        detail = f" ({status.detail})" if status.detail else ""
+        return RunOutcome("killed", state_lost=True, reason=f"the sandbox process ended: {how}{detail}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300]

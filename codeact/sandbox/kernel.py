@@ -1,0 +1,453 @@
+"""The kernel: runs the model's code inside the sandbox. Standard library only.
+
+One process per session, one persistent namespace. The main thread executes cells; a reader
+thread receives frames (run requests, tool results, interrupts); fd 1 and 2 are pipes drained
+into capped buffers, so nothing the code writes (print, os.write, a subprocess) can reach the
+channel, which is a separate socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import codecs
+import fcntl
+import json
+import linecache
+import os
+import queue
+import select
+import signal
+import socket
+import struct
+import sys
+import termios
+import threading
+import time
+import traceback
+import types
+from typing import Any
+
+try:  # flat in the sandbox image; a package when imported on the host
+    from ..tool_stubs import client
+    from . import protocol
+except ImportError:
+    import client  # type: ignore[import-not-found,no-redef]
+    import protocol  # type: ignore[import-not-found,no-redef]
+
+DEFAULT_SOCKET = "/run/codeact/channel.sock"
+_MAX_MESSAGE = 8000
+_MAX_TRACEBACK = 20000
+_MAX_VALUE = 256 * 1024
+
+
+class _OutputLimit(BaseException):
+    """Raised in the code when it has written more than the hard output limit."""
+
+
+class _FinalAnswer(BaseException):
+    """Raised by ``final_answer(x)`` to end the cell successfully with an answer."""
+
+
+class _Timeout(BaseException):
+    pass
+
+
+class _Stream:
+    """One captured stream: keeps the first ``cap`` characters, counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.parts: list[str] = []
+        self.kept = 0
+        self.cap = cap
+        self.truncated = False
+
+    def add(self, text: str) -> None:
+        room = self.cap - self.kept
+        if len(text) > room:
+            self.truncated = True
+            text = text[: max(room, 0)]
+        if text:
+            self.parts.append(text)
+            self.kept += len(text)
+
+
+class _Output:
+    """Both captured streams and the hard limit on what a cell may write in all."""
+
+    def __init__(self, write_fds: dict[str, int]) -> None:
+        self.lock = threading.Lock()
+        self.read_fds = write_fds
+        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in write_fds}
+        self.reset(1 << 20, 128 << 20)
+
+    def reset(self, cap: int, hard_limit: int) -> None:
+        with self.lock:
+            self.streams = {name: _Stream(cap) for name in self.read_fds}
+            self.total = 0
+            self.hard_limit = hard_limit
+            self.limit_hit = False
+
+    def add(self, name: str, text: str) -> bool:
+        """Append; False once the hard limit is passed."""
+        with self.lock:
+            self.total += len(text)
+            if self.total > self.hard_limit:
+                self.limit_hit = True
+            self.streams[name].add(text)
+            return not self.limit_hit
+
+    def pump(self, name: str, fd: int) -> None:
+        """Move what is readable on ``fd`` into the stream (caller holds ``fd_lock``)."""
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if data:
+            self.add(name, self.decoders[name].decode(data))
+
+
+class _Writer:
+    """``sys.stdout``/``sys.stderr`` during a cell: in memory, capped, no syscalls."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, output: _Output, name: str, fd: int) -> None:
+        self._output, self._name, self._fd = output, name, fd
+        self.buffer = _BinaryWriter(self)
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if not self._output.add(self._name, text):
+            raise _OutputLimit("output limit exceeded")
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def writable(self) -> bool:
+        return True
+
+
+class _BinaryWriter:
+    def __init__(self, text: _Writer) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> int:
+        self._text.write(bytes(data).decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _capture_fds() -> dict[str, int]:
+    """Point fd 1 and 2 at pipes; return the read ends."""
+    read_fds = {}
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        os.close(w)
+        os.set_blocking(r, False)
+        read_fds[name] = r
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return read_fds
+
+
+def _pending_bytes(fd: int) -> int:
+    buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("i", buf)[0])
+
+
+def _safe_text(fn: Any, obj: Any, limit: int) -> str:
+    """str()/repr() of a hostile object: bounded in time and size, never raises."""
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        text = fn(obj)
+        if not isinstance(text, str):
+            text = f"<{fn.__name__}() returned {type(text).__name__}>"
+    except _Timeout:
+        text = f"<{fn.__name__}() did not return within 1 s>"
+    except BaseException as exc:
+        text = f"<{fn.__name__}() raised {type(exc).__name__}>"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if len(text) > limit:
+        text = f"{text[:limit]}… [{len(text) - limit} more characters]"
+    return text
+
+
+def _encode_value(value: Any) -> Any:
+    """JSON if it is JSON (and not huge), else a bounded repr."""
+    if value is None:
+        return None
+    try:
+        if len(json.dumps(value, allow_nan=False)) <= _MAX_VALUE:
+            return value
+    except Exception:
+        pass
+    except BaseException:
+        return _safe_text(repr, value, _MAX_VALUE)
+    return _safe_text(repr, value, _MAX_VALUE)
+
+
+class Kernel:
+    """Executes cells in one namespace; talks to the host through a FrameSocket."""
+
+    def __init__(self, channel: protocol.FrameSocket, policy: str) -> None:
+        self.channel = channel
+        self.policy = policy
+        self.write_lock = threading.Lock()
+        self.fd_lock = threading.Lock()
+        self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.running = False
+        self.cell_count = 0
+        self.loop = asyncio.new_event_loop()
+        self.client = client.ToolClient(self.send)
+        self.read_fds = _capture_fds()
+        self.output = _Output(self.read_fds)
+        self.final: list[Any] = []
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self._compile = self._compile_plain
+        if policy == "restricted":
+            import _restricted  # type: ignore[import-not-found]
+
+            self.namespace = _restricted.namespace_globals()
+            self._compile = _restricted.compile_cell
+        self._install_helpers()
+
+    def _install_helpers(self) -> None:
+        def final_answer(answer: Any) -> None:
+            """End this code action and give ``answer`` as the final answer."""
+            self.final[:] = [answer]
+            raise _FinalAnswer
+
+        self.namespace.update(
+            __codeact_call__=self.client.call,
+            ToolError=client.ToolError,
+            parallel=client.parallel,
+            final_answer=final_answer,
+        )
+
+    # -- channel -------------------------------------------------------------------------------
+    def send(self, message: dict[str, Any]) -> None:
+        data = protocol.encode(message)
+        with self.write_lock:
+            self.channel.sock.sendall(data)
+
+    def _reader(self) -> None:
+        try:
+            while True:
+                message = self.channel.recv()
+                kind = message["type"]
+                if kind == "result":
+                    self.client.deliver(message)
+                elif kind in ("run", "setup"):
+                    self.runs.put(message)
+                elif kind == "interrupt":
+                    if self.running:
+                        os.kill(os.getpid(), signal.SIGINT)
+                elif kind == "shutdown":
+                    break
+        except (protocol.FrameError, OSError):
+            pass
+        os._exit(0)
+
+    def _drainer(self) -> None:
+        names = {fd: name for name, fd in self.read_fds.items()}
+        while True:
+            readable, _, _ = select.select(list(names), [], [], 1.0)
+            for fd in readable:
+                with self.fd_lock:
+                    self.output.pump(names[fd], fd)
+            if self.output.limit_hit and self.running:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+
+    def _drain_now(self) -> None:
+        for name, fd in self.read_fds.items():
+            with self.fd_lock:
+                while _pending_bytes(fd) > 0:
+                    self.output.pump(name, fd)
+
+    # -- cells ---------------------------------------------------------------------------------
+    def _compile_plain(
+        self, tree: ast.Module, filename: str
+    ) -> tuple[types.CodeType | None, types.CodeType | None]:
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        body, last = tree.body, None
+        if body and isinstance(body[-1], ast.Expr):
+            body, last = body[:-1], body[-1]
+        exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags)
+        eval_code = None
+        if last is not None:
+            eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags)
+        return exec_code, eval_code
+
+    def _evaluate(self, code: types.CodeType) -> Any:
+        result = eval(code, self.namespace)
+        if code.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
+            result = self.loop.run_until_complete(result)
+        return result
+
+    def _execute(self, source: str, filename: str) -> tuple[Any, BaseException | None]:
+        try:
+            tree = ast.parse(source, filename)
+            exec_code, eval_code = self._compile(tree, filename)
+            if exec_code is not None:
+                self._evaluate(exec_code)
+            value = self._evaluate(eval_code) if eval_code is not None else None
+            return value, None
+        except BaseException as exc:
+            return None, exc
+
+    def _describe(self, exc: BaseException, filename: str) -> dict[str, Any]:
+        name = type(exc).__name__[:200]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell-")]
+        here = [f for f in frames if f.filename == filename]
+        lineno = here[-1].lineno if here else None
+        if isinstance(exc, SyntaxError) and exc.filename == filename:
+            lineno = exc.lineno
+        lineno = getattr(exc, "lineno", None) if lineno is None and name == "PolicyViolation" else lineno
+        if isinstance(exc, SystemExit):
+            message = f"the code called exit({_safe_text(repr, exc.code, 200)})"
+        elif isinstance(exc, KeyboardInterrupt):
+            message = "the run was interrupted"
+        else:
+            message = _safe_text(str, exc, _MAX_MESSAGE)
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+        if isinstance(exc, SyntaxError) and exc.lineno is not None:
+            text = (exc.text or "").rstrip("\n")
+            lines.append(f'  File "{filename}", line {exc.lineno}\n    {text.strip()}\n')
+        lines.append(f"{name}: {message}" if message else name)
+        tb = "".join(lines)
+        if len(tb) > _MAX_TRACEBACK:
+            tb = tb[: _MAX_TRACEBACK // 2] + "\n…\n" + tb[-_MAX_TRACEBACK // 2 :]
+        return {"type": name, "message": message, "lineno": lineno, "traceback": tb}
+
+    def run_cell(self, request: dict[str, Any]) -> dict[str, Any]:
+        source = str(request.get("code", ""))
+        self.cell_count += 1
+        filename = f"<cell-{self.cell_count}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.output.reset(int(request.get("output_cap", 1 << 20)), int(request.get("output_limit", 128 << 20)))
+        self.final.clear()
+        saved = sys.stdout, sys.stderr
+        sys.stdout = _Writer(self.output, "stdout", 1)  # type: ignore[assignment]
+        sys.stderr = _Writer(self.output, "stderr", 2)  # type: ignore[assignment]
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.running = True
+        try:
+            value, exc = self._execute(source, filename)
+        finally:
+            self.running = False
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            sys.stdout, sys.stderr = saved
+        return self._finish(request, filename, value, exc)
+
+    def _finish(
+        self, request: dict[str, Any], filename: str, value: Any, exc: BaseException | None
+    ) -> dict[str, Any]:
+        self._drain_now()
+        done: dict[str, Any] = {"type": "done", "id": request.get("id"), "termination": "completed"}
+        if isinstance(exc, _FinalAnswer):
+            done["final"] = {"value": _encode_value(self.final[0] if self.final else None)}
+            exc = None
+        if exc is not None:
+            done["error"] = self._describe(exc, filename)
+            done["termination"] = "error"
+        if self.output.limit_hit:
+            done["termination"] = "output_limit"
+        elif exc is None:
+            done["value"] = _encode_value(value)
+        for name, stream in self.output.streams.items():
+            done[name] = "".join(stream.parts)
+            done[f"{name}_truncated"] = stream.truncated
+        return done
+
+    def setup(self, message: dict[str, Any]) -> None:
+        stubs = str(message.get("stubs", ""))
+        scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
+        scope["__codeact_call__"] = self.client.call
+        exec(compile(stubs, "<codeact-tools>", "exec"), scope)
+        for key, obj in scope.items():
+            if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools":
+                self.namespace[key] = obj
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        threading.Thread(target=self._reader, name="codeact-reader", daemon=True).start()
+        threading.Thread(target=self._drainer, name="codeact-drainer", daemon=True).start()
+        self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
+        while True:
+            request = self.runs.get()
+            if request["type"] == "setup":
+                self._reply_setup(request)
+                continue
+            try:
+                done = self.run_cell(request)
+            except KeyboardInterrupt:  # a late interrupt, after the cell had finished
+                done = self._finish(request, "<cell>", None, None)
+            try:
+                self.send(done)
+            except ValueError:  # not JSON after all (e.g. NaN in a value): send it as a repr
+                done["value"] = _safe_text(repr, done.get("value"), _MAX_VALUE)
+                self.send(done)
+
+    def _reply_setup(self, request: dict[str, Any]) -> None:
+        try:
+            self.setup(request)
+            self.send({"type": "ready"})
+        except Exception as exc:
+            self.send({"type": "ready", "error": _safe_text(str, exc, _MAX_MESSAGE)})
+
+
+def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
+    end = time.monotonic() + deadline_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except OSError:
+            sock.close()
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="codeact sandbox kernel")
+    parser.add_argument("--connect", default=DEFAULT_SOCKET)
+    parser.add_argument("--policy", choices=("none", "restricted"), default="none")
+    parser.add_argument("--extra-path", action="append", default=[])
+    args = parser.parse_args(argv)
+    sys.path.extend(args.extra_path)
+    sock = _connect(args.connect)
+    kernel = Kernel(protocol.FrameSocket(sock), args.policy)
+    kernel.serve()
+
+
+if __name__ == "__main__":
+    main()

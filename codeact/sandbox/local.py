@@ -1,0 +1,118 @@
+"""The ``local`` backend: the kernel in a subprocess with rlimits.
+
+Not a security boundary. The subprocess runs as the same user on the same filesystem; rlimits,
+an empty environment, a scratch working directory and the RestrictedPython policy only make
+accidents and casual escapes harder. Use the Docker backend for untrusted code.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import SandboxUnavailable
+from ._channel import ChannelListener
+from ._kernel_files import materialize
+from .base import ExitStatus, SandboxConfig
+from .protocol import FrameSocket
+
+__all__ = ["LocalSandbox"]
+
+_MB = 1024 * 1024
+
+
+def _restricted_path() -> str:
+    import RestrictedPython
+
+    return str(Path(RestrictedPython.__file__).resolve().parent.parent)
+
+
+class LocalSandbox:
+    """A kernel subprocess; ``session_dir`` holds the socket, ``workspace`` is its cwd."""
+
+    def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path) -> None:
+        self.config = config
+        self.session_dir = session_dir
+        self.workspace = workspace
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: FrameSocket | None = None
+
+    @property
+    def channel(self) -> FrameSocket:
+        if self._channel is None:
+            raise SandboxUnavailable("the sandbox is not started")
+        return self._channel
+
+    def _limits(self) -> None:  # runs in the child between fork and exec
+        cfg = self.config
+        resource.setrlimit(resource.RLIMIT_AS, (cfg.memory_mb * _MB,) * 2)
+        cpu = int(cfg.timeout_s * 4 + 30)  # a backstop; the wall clock is enforced by the host
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.fsize_mb * _MB,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.nofile,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.geteuid() != 0:  # root ignores RLIMIT_NPROC, and it counts the whole user
+            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.pids_limit,) * 2)
+
+    def start(self) -> None:
+        self.session_dir.mkdir(parents=True, exist_ok=True)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        listener = ChannelListener(self.session_dir)
+        policy = self.config.effective_policy()
+        cmd = [sys.executable, "-E", "-s", "-B", str(materialize() / "kernel.py"),
+               "--connect", str(listener.path), "--policy", policy]
+        if policy == "restricted":
+            cmd += ["--extra-path", _restricted_path()]
+        log = open(self.session_dir / "kernel.log", "wb")
+        try:
+            self._proc = subprocess.Popen(
+                cmd, cwd=self.workspace, env={}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, preexec_fn=self._limits, close_fds=True,
+            )
+        except OSError as exc:
+            listener.close()
+            raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
+        finally:
+            log.close()
+        try:
+            self._channel = listener.accept(30.0, self.config.max_frame_bytes)
+        except SandboxUnavailable:
+            self.kill()
+            raise
+        finally:
+            listener.close()
+
+    def interrupt(self) -> None:
+        pass  # the driver's interrupt frame is enough: the kernel signals itself
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+
+    def exit_status(self) -> ExitStatus:
+        if self._proc is None:
+            return ExitStatus(detail="never started")
+        try:
+            code = self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self._proc.returncode
+        if code is not None and code < 0:
+            return ExitStatus(signal=-code, detail=signal.Signals(-code).name)
+        return ExitStatus(exit_code=code)
+
+    def close(self) -> None:
+        self.kill()
+        if self._channel is not None:
+            self._channel.sock.close()
+            self._channel = None
+        shutil.rmtree(self.session_dir, ignore_errors=True)

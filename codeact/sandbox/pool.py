@@ -1,0 +1,93 @@
+"""A warm pool of started, handshaken, never-used sandboxes, so a fresh session skips the start."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import SandboxUnavailable
+from . import create_sandbox
+from ._owner import new_session_dir
+from .base import SandboxConfig
+from .driver import KernelDriver
+
+__all__ = ["SandboxPool", "open_kernel"]
+
+
+def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None,
+                inputs: Mapping[str, Path] | None = None) -> KernelDriver:
+    """Start a sandbox, install the tool stubs, and hand back its driver."""
+    session_dir = new_session_dir()
+    sandbox = create_sandbox(config, session_dir, workspace or session_dir / "workspace", inputs)
+    try:
+        sandbox.start()
+        driver = KernelDriver(sandbox)
+        driver.handshake(stubs)
+    except BaseException:
+        sandbox.close()
+        raise
+    return driver
+
+
+class SandboxPool:
+    """Keeps ``size`` kernels ready; a background thread refills after each ``acquire``."""
+
+    def __init__(self, config: SandboxConfig, size: int, stubs: str) -> None:
+        self.config = config
+        self.size = size
+        self.stubs = stubs
+        self._ready: deque[KernelDriver] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self.last_error: str | None = None
+        self._thread = threading.Thread(target=self._fill, name="codeact-pool", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and len(self._ready) >= self.size:
+                    self._cond.wait()
+                if self._closed:
+                    return
+            try:
+                driver = open_kernel(self.config, self.stubs)
+            except SandboxUnavailable as exc:
+                self.last_error = str(exc)
+                with self._cond:
+                    self._cond.wait(timeout=5.0)  # don't spin on a broken engine
+                continue
+            with self._cond:
+                if self._closed:
+                    driver.sandbox.close()
+                    return
+                self._ready.append(driver)
+                self._cond.notify_all()
+
+    def acquire(self, wait_s: float = 0.0) -> KernelDriver | None:
+        """A ready kernel, or None if none is ready within ``wait_s``."""
+        with self._cond:
+            if not self._ready and wait_s > 0:
+                self._cond.wait_for(lambda: bool(self._ready) or self._closed, timeout=wait_s)
+            if not self._ready:
+                return None
+            driver = self._ready.popleft()
+            self._cond.notify_all()
+            return driver
+
+    def wait_ready(self, timeout_s: float = 60.0) -> bool:
+        """Block until the pool is full (for benchmarks and tests)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._ready) >= self.size or self._closed, timeout_s)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            drained = list(self._ready)
+            self._ready.clear()
+            self._cond.notify_all()
+        for driver in drained:
+            driver.sandbox.close()
+        self._thread.join(timeout=30)

@@ -1,0 +1,1 @@
+"""codeact.tool_stubs."""
