@@ -1,1 +1,66 @@
-"""codeact: run LLM-written Python that calls tools, in a sandbox, with every call recorded."""
+"""codeact: run LLM-written Python that calls tools, in a sandbox, with every call recorded.
+
+    from codeact import Runtime, SandboxConfig, tool
+
+    @tool
+    def get_weather(city: str) -> dict: ...
+
+    with Runtime([get_weather]) as rt, rt.session() as s:
+        result = s.run('get_weather("Beijing")')
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    CodeactError,
+    ModelError,
+    ProtocolViolation,
+    SandboxError,
+    SandboxUnavailable,
+    SessionClosed,
+    ToolArgumentsError,
+    ToolDefinitionError,
+    ToolError,
+)
+from .results import (
+    CodeError,
+    ExecutionResult,
+    FileInfo,
+    ToolCallError,
+    ToolCallRecord,
+    render_observation,
+)
+from .runtime.session import Runtime, Session
+from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
+from .sandbox.base import SandboxConfig
+from .tool_stubs import ToolSpec, render_stubs
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CodeError",
+    "CodeactError",
+    "ExecutionResult",
+    "FileInfo",
+    "ModelError",
+    "ProtocolViolation",
+    "Runtime",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxUnavailable",
+    "Session",
+    "SessionClosed",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCallError",
+    "ToolCallRecord",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolPolicy",
+    "ToolSpec",
+    "Toolset",
+    "__version__",
+    "render_observation",
+    "render_stubs",
+    "tool",
+]

@@ -91,9 +91,7 @@ def render_json(entry: Mapping[str, Any], vendor: Vendor, body: Mapping[str, Any
             "object": "chat.completion",
             "created": CREATED,
             "model": body.get("model"),
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": _stop(entry, vendor)}
-            ],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _stop(entry, vendor)}],
             "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout},
         }
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
@@ -200,8 +198,18 @@ def render_events(
         line = f"event: error\ndata: {payload}\n\n" if vendor == "anthropic" else f"data: {payload}\n\n"
         events = [*events[: len(events) // 2], line.encode()]
     elif entry.get("truncate_stream"):
-        events = events[: int(entry.get("truncate_after") or len(events) // 2)]
+        events = events[: _cut_point(events, vendor, entry.get("truncate_after"))]
     return events
+
+
+def _cut_point(events: list[bytes], vendor: Vendor, after: Any) -> int:
+    """Events kept by a truncated stream: ``after``, else up to (not including) the last
+    argument fragment, so every call has started and the last is incomplete; else half."""
+    if after is not None:
+        return int(after)
+    marker = b"input_json_delta" if vendor == "anthropic" else b'"arguments": "'
+    fragments = [i for i, event in enumerate(events) if marker in event]
+    return fragments[-1] if fragments else len(events) // 2
 
 
 def _openai_problems(body: Mapping[str, Any]) -> Iterator[str]:

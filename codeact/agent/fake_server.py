@@ -12,7 +12,9 @@ Script entries (a list, or a callable ``(request_body, vendor) -> entry``)::
      "stop_reason"?: neutral ("max_tokens", …) or the vendor's own value,
      "usage"?: {"input_tokens", "output_tokens"}}          # default: characters / 4
     {"http_status": 429, "retry_after"?: 0.1, "message"?: ..., "headers"?: {...}}
-    {"truncate_stream": true, "truncate_after"?: N, ...}    # close midway, no terminal event
+    {"truncate_stream": true, "truncate_after"?: N, ...}    # close midway, no terminal event (default:
+                                                            # before the last argument piece); a JSON
+                                                            # answer is cut mid-body instead
     {"stream_error": "overloaded_error", ...}               # an error event midway through the stream
     {"delay": seconds, ...}                                 # wait before answering
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -81,7 +84,7 @@ class FakeModelServer:
         self.calls: list[RecordedRequest] = []
         self.served = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd = _QuietServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -89,7 +92,9 @@ class FakeModelServer:
 
     def start(self) -> FakeModelServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-model", daemon=True)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, args=(0.05,), name="fake-model", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -152,6 +157,13 @@ class FakeModelServer:
             return n, self.script[n]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that hung up (a timed-out client, a cut stream); report the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(_Handler):
         owner = server
@@ -161,14 +173,13 @@ def _handler_for(server: FakeModelServer) -> type[BaseHTTPRequestHandler]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     owner: FakeModelServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def _send_json(
-        self, status: int, data: Mapping[str, Any], headers: Mapping[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, data: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
@@ -196,8 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(raw)
-            assert isinstance(body, dict)
-        except (ValueError, AssertionError):
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
             self._send_json(400, error_body(vendor, 400, "the request body is not a JSON object"))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -214,7 +226,12 @@ class _Handler(BaseHTTPRequestHandler):
         if problems:
             self._send_json(400, error_body(vendor, 400, "; ".join(problems)))
             return
-        n, entry = self.owner._next(body, vendor)
+        try:
+            n, entry = self.owner._next(body, vendor)
+        except Exception as exc:  # a bug in a callable script: a final 500, not retried
+            message = f"FakeModelServer: the script raised {type(exc).__name__}: {exc}"
+            self._send_json(500, error_body(vendor, 500, message), {"x-should-retry": "false"})
+            return
         if entry is None:
             message = f"FakeModelServer: script exhausted after {n} responses"
             self._send_json(400, error_body(vendor, 400, message))

@@ -30,6 +30,17 @@ class LoopThread:
     def close(self) -> None:
         if self.loop.is_closed():
             return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.submit(cancel_all()).result(timeout=5)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         self.pool.shutdown(wait=False, cancel_futures=True)

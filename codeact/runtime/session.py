@@ -149,10 +149,11 @@ class Session:
             def on_call(seq: int, name: str, arguments: Any) -> None:
                 host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
 
-            outcome = driver.run(code, on_call, timeout_s or self.config.timeout_s,
+            timeout = timeout_s or self.config.timeout_s
+            outcome = driver.run(code, on_call, timeout,
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                                  grace_s=self.config.grace_s)
-            result = _assemble(outcome, ledger, self.config)
+            result = _assemble(outcome, ledger, self.config, timeout)
             result.files = _written_files(driver.sandbox.workspace, started_ns)
             if outcome.state_lost:
                 self._discard()
@@ -189,7 +190,7 @@ class Session:
         await asyncio.to_thread(self.close)
 
 
-def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig) -> ExecutionResult:
+def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, timeout_s: float) -> ExecutionResult:
     done = outcome.done
     termination = outcome.termination
     if outcome.interrupted and (done is None or done.termination != "completed"):
@@ -199,7 +200,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig) ->
         termination = "memory"
     reason = outcome.reason
     if termination == "timeout" and reason is None:
-        reason = f"the run passed its time limit of {config.timeout_s:g} s"
+        reason = f"the run passed its time limit of {timeout_s:g} s"
     if termination == "output_limit":
         reason = f"the code wrote more than {config.output_limit} characters"
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",

@@ -25,7 +25,7 @@ def process_start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _owner(pid: int) -> str:
     return f"{pid}-{process_start_time(pid) or '0'}"
 

@@ -12,13 +12,15 @@ import builtins
 import operator
 import re
 import types
+from collections.abc import Sequence
 from typing import Any
 
-from RestrictedPython import compile_restricted_eval, compile_restricted_exec, safe_builtins
+from RestrictedPython.compile import compile_restricted_eval, compile_restricted_exec
 from RestrictedPython.Eval import default_guarded_getitem
-from RestrictedPython.Guards import (
+from RestrictedPython.Guards import (  # type: ignore[attr-defined]
     guarded_iter_unpack_sequence,
     guarded_unpack_sequence,
+    safe_builtins,
     safer_getattr,
 )
 from RestrictedPython.Utilities import utility_builtins
@@ -57,15 +59,22 @@ def _guarded_import(
     return builtins.__import__(name, globals, locals, fromlist, level)
 
 
-def _guarded_getattr(obj: Any, name: str, default: Any = None, *args: Any) -> Any:
+_MISSING = object()
+
+
+def _guarded_getattr(obj: Any, name: str, default: Any = _MISSING) -> Any:
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
     if name.startswith("_") or name in DENIED_ATTRIBUTES:
         raise PolicyViolation(f"access to attribute {name!r} is not allowed by the restricted policy")
     try:
-        value = safer_getattr(obj, name, *((default,) if args or default is not None else ()))
+        value = safer_getattr(obj, name)  # type: ignore[no-untyped-call]
     except NotImplementedError as exc:
         raise PolicyViolation(str(exc)) from None
+    except AttributeError:
+        if default is _MISSING:
+            raise
+        return default
     if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in ALLOWED_MODULES:
         raise PolicyViolation(f"module {value.__name__!r} is not allowed by the restricted policy")
     return value
@@ -129,13 +138,13 @@ _INPLACE = {
 
 
 def _inplacevar(op: str, x: Any, y: Any) -> Any:
-    return _INPLACE[op](x, y)
+    return _INPLACE[op](x, y)  # type: ignore[no-untyped-call]
 
 
 _LINE = re.compile(r"Line (\d+)")
 
 
-def _raise_policy(errors: tuple[str, ...]) -> None:
+def _raise_policy(errors: Sequence[str]) -> None:
     match = _LINE.search(errors[0]) if errors else None
     exc = PolicyViolation("; ".join(errors))
     exc.lineno = int(match.group(1)) if match else None  # type: ignore[attr-defined]
@@ -149,6 +158,7 @@ def compile_cell(
     body, last = tree.body, None
     if body and isinstance(body[-1], ast.Expr):
         body, last = body[:-1], body[-1]
+    assert last is None or isinstance(last, ast.Expr)
     exec_code = None
     if body:
         result = compile_restricted_exec(ast.Module(body=body, type_ignores=[]), filename)

@@ -166,9 +166,7 @@ def build_rootfs_tar(params: RootfsParams, out: Path, progress: Progress) -> Pat
     progress(f"debootstrap {params.suite} ({params.variant}, +{','.join(params.include)}) from {mirror} ...")
     try:
         with log.open("wb") as fh:
-            code = subprocess.run(
-                cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            ).returncode
+            code = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
         if code != 0:
             tail = (_read(log).strip().splitlines() or ["?"])[-1]
             raise SandboxUnavailable(f"debootstrap failed ({code}): {tail} (log: {log})")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .protocol import FrameSocket
 
@@ -37,7 +37,13 @@ class SandboxConfig(BaseModel):
     base_image: str | None = Field(None, description="build the sandbox image FROM this local image")
     pip: tuple[str, ...] = Field((), description="packages baked into the built image")
     pool_size: int = Field(0, ge=0, description="warm, never-used sandboxes kept ready (docker)")
-    uid: int = 65534
+    uid: int = Field(1000, description="uid (and gid) the code runs as in the container")
+
+    @model_validator(mode="after")
+    def _check(self) -> SandboxConfig:
+        if self.backend == "docker" and self.policy == "restricted":
+            raise ValueError("policy='restricted' is for the local backend; in Docker the container is the boundary")
+        return self
 
     def effective_policy(self) -> Literal["none", "restricted"]:
         if self.policy != "auto":

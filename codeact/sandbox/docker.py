@@ -129,7 +129,7 @@ class DockerSandbox:
         chan_dir = self._prepare_dirs()
         listener = ChannelListener(chan_dir, owner_uid=self.config.uid)
         owner = owner_id()
-        command = [python, "-E", "-s", "-B", "/opt/codeact/kernel.py", "--connect",
+        command = [python, "-s", "-B", "/opt/codeact/kernel.py", "--connect",
                    f"{CHANNEL_DIR}/channel.sock", "--policy", self.config.effective_policy()]
         try:
             created = client.api.create_container(

@@ -80,9 +80,7 @@ def ensure_engine(
     dockerd = shutil.which("dockerd")
     if dockerd is None:
         if not install:
-            raise SandboxUnavailable(
-                "no Docker engine and dockerd is not installed; apt-get install docker.io"
-            )
+            raise SandboxUnavailable("no Docker engine and dockerd is not installed; apt-get install docker.io")
         say("installing docker.io from Debian's packages ...")
         _apt_install("docker.io", "iptables", "ca-certificates")
         dockerd = shutil.which("dockerd")
@@ -162,18 +160,12 @@ def doctor(client: Any = None) -> dict[str, Any]:
         for key in ("base", "default"):
             images[f"{key}_present"] = bool(images[key]) and _has_image(client, images[key])
         if not images["default_present"]:
-            missing.append(
-                "default sandbox image not built yet (built on first use, or run scripts/build-image.sh)"
-            )
+            missing.append("default sandbox image not built yet (built on first use, or run scripts/build-image.sh)")
     tarball = cache_dir() / "base" / f"{images['base'].replace(':', '-')}.tar"
     images["base_tarball"] = str(tarball) if tarball.exists() else None
     report["images"] = images
     if not report["debootstrap"] and not images.get("base_present"):
-        how = (
-            "installed automatically on first build"
-            if report["root"]
-            else "needs root: apt-get install debootstrap"
-        )
+        how = "installed automatically on first build" if report["root"] else "needs root: apt-get install debootstrap"
         missing.append(f"debootstrap: not installed ({how})")
     report["missing"] = missing
     return report

@@ -116,7 +116,11 @@ def default_base_tag(params: RootfsParams | None = None) -> str:
 
 def image_tag(spec: ImageSpec | None = None, *, client: Any = None) -> str:
     """The tag ``spec`` builds to. Needs the engine only for a custom base (its image id)."""
-    return _plan(spec or ImageSpec(), client).tag
+    spec = spec or ImageSpec()
+    if spec.base is None:
+        return _plan(spec, None).tag
+    with _connected(client) as c:
+        return _plan(spec, c).tag
 
 
 def ensure_image(
@@ -135,36 +139,32 @@ def ensure_image(
         files=None if files is None else tuple(Path(f) for f in files),
         repo=repo,
     )
-    client = client or docker_client()
-    plan = _plan(spec, client)
-    if _exists(client, plan.tag):
-        return plan.tag
-    say = progress or _quiet
-    with _build_lock(say):
-        if _exists(client, plan.tag):  # another process built it while we waited
+    with _connected(client) as c:
+        plan = _plan(spec, c)
+        if _exists(c, plan.tag):
             return plan.tag
-        return _build(spec, plan, client, say)
+        say = progress or _quiet
+        with _build_lock(say):
+            if _exists(c, plan.tag):  # another process built it while we waited
+                return plan.tag
+            return _build(spec, plan, c, say)
 
 
-def build_image(
-    spec: ImageSpec | None = None, *, progress: Progress | None = None, client: Any = None
-) -> str:
+def build_image(spec: ImageSpec | None = None, *, progress: Progress | None = None, client: Any = None) -> str:
     """Build ``spec``'s image now, even if its tag exists (the base is still reused); returns the tag."""
     spec = spec or ImageSpec()
-    client = client or docker_client()
-    plan = _plan(spec, client)
     say = progress or _quiet
-    with _build_lock(say):
-        return _build(spec, plan, client, say)
+    with _connected(client) as c, _build_lock(say):
+        return _build(spec, _plan(spec, c), c, say)
 
 
 def resolve_python(tag: str, *, client: Any = None) -> str:
     """The interpreter path recorded in the image's ``codeact.python`` label."""
-    client = client or docker_client()
-    try:
-        labels = client.images.get(tag).labels or {}
-    except ImageNotFound as exc:
-        raise SandboxUnavailable(f"sandbox image {tag} is not present; build it with ensure_image()") from exc
+    with _connected(client) as c:
+        try:
+            labels = c.images.get(tag).labels or {}
+        except ImageNotFound as exc:
+            raise SandboxUnavailable(f"sandbox image {tag} is not present; build it with ensure_image()") from exc
     python = labels.get("codeact.python")
     if not python:
         raise SandboxUnavailable(f"image {tag} has no codeact.python label; build it with ensure_image()")
@@ -181,7 +181,7 @@ def _plan(spec: ImageSpec, client: Any) -> _Plan:
         base_ref = base_key = default_base_tag(spec.rootfs)
     else:
         base_ref = spec.base
-        base_key = _local_image_id(client or docker_client(), spec.base)
+        base_key = _local_image_id(client, spec.base)
     key = {"format": IMAGE_FORMAT, "base": base_key, "kernel": kernel_hash, "pip": sorted(set(spec.pip))}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return _Plan(f"{spec.repo}:{digest}", base_ref, kernel_hash, files)
@@ -206,6 +206,19 @@ def _exists(client: Any, ref: str) -> bool:
 
 
 @contextmanager
+def _connected(client: Any) -> Iterator[Any]:
+    """``client``, or a fresh one that is closed afterwards."""
+    if client is not None:
+        yield client
+        return
+    own = docker_client()
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+@contextmanager
 def _build_lock(say: Progress) -> Iterator[None]:
     """One image build per machine at a time (flock on a file in the cache dir)."""
     path = cache_dir() / "build.lock"
@@ -221,16 +234,22 @@ def _build_lock(say: Progress) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_base(
-    params: RootfsParams | None = None, *, client: Any = None, progress: Progress | None = None
-) -> str:
+def ensure_base(params: RootfsParams | None = None, *, client: Any = None, progress: Progress | None = None) -> str:
     """The debootstrapped base image's tag; imports the cached tarball or debootstraps one first."""
     params = params or RootfsParams()
-    client = client or docker_client()
     tag = default_base_tag(params)
-    if _exists(client, tag):
-        return tag
-    say = progress or _quiet
+    with _connected(client) as c:
+        if _exists(c, tag):
+            return tag
+        say = progress or _quiet
+        with _build_lock(say):
+            if not _exists(c, tag):
+                _import_base(c, params, tag, say)
+    return tag
+
+
+def _import_base(client: Any, params: RootfsParams, tag: str, say: Progress) -> None:
+    """Import the cached rootfs tarball (debootstrapping it first if absent); hold the build lock."""
     repo, _, version = tag.partition(":")
     tarball = cache_dir() / "base" / f"{repo}-{version}.tar"
     tarball.parent.mkdir(parents=True, exist_ok=True)
@@ -243,12 +262,11 @@ def ensure_base(
     except DockerException as exc:
         tarball.unlink(missing_ok=True)  # most likely a damaged tarball: rebuild next time
         raise SandboxUnavailable(f"docker import of {tarball.name} failed: {exc}") from exc
-    return tag
 
 
 def _build(spec: ImageSpec, plan: _Plan, client: Any, say: Progress) -> str:
-    if spec.base is None:
-        ensure_base(spec.rootfs, client=client, progress=say)
+    if spec.base is None and not _exists(client, plan.base_ref):
+        _import_base(client, spec.rootfs, plan.base_ref, say)
     say(f"probing python3 in {plan.base_ref} ...")
     info = probe_python(client, plan.base_ref)
     labels = {

@@ -223,7 +223,7 @@ class Kernel:
         self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
         self.running = False
         self.cell_count = 0
-        self.loop = asyncio.new_event_loop()
+        self._loop: asyncio.AbstractEventLoop | None = None  # made on first top-level await
         self.client = client.ToolClient(self.send)
         self.read_fds = _capture_fds()
         self.output = _Output(self.read_fds)
@@ -299,6 +299,7 @@ class Kernel:
         body, last = tree.body, None
         if body and isinstance(body[-1], ast.Expr):
             body, last = body[:-1], body[-1]
+        assert last is None or isinstance(last, ast.Expr)
         exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags)
         eval_code = None
         if last is not None:
@@ -308,7 +309,9 @@ class Kernel:
     def _evaluate(self, code: types.CodeType) -> Any:
         result = eval(code, self.namespace)
         if code.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
-            result = self.loop.run_until_complete(result)
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            result = self._loop.run_until_complete(result)
         return result
 
     def _execute(self, source: str, filename: str) -> tuple[Any, BaseException | None]:

@@ -1,1 +1,6 @@
-"""codeact.tool_stubs."""
+"""What the code sees: tool specs, and the typed Python stubs rendered from them."""
+
+from codeact.tool_stubs.render import render_stubs
+from codeact.tool_stubs.spec import ToolSpec, python_names
+
+__all__ = ["ToolSpec", "python_names", "render_stubs"]

@@ -13,6 +13,7 @@ import asyncio
 import email.utils
 import json
 import random
+import threading
 import time
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 class HTTPOptions:
     """Timeouts and the retry policy of one client."""
 
-    timeout: float = 60.0
+    timeout: float = 60.0  # httpx's per-operation timeout: connect, write, and each read (gap between chunks)
     max_retries: int = 3
     backoff_base: float = 0.5
     backoff_max: float = 8.0
@@ -120,6 +121,7 @@ class Transport:
         self.options = options
         self._secret = secret
         self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
 
     # -- policy -------------------------------------------------------------------------------
 
@@ -175,14 +177,16 @@ class Transport:
     # -- sync ---------------------------------------------------------------------------------
 
     def _sync_client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.options.timeout)
-        return self._client
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.options.timeout)
+            return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """POST and return the decoded JSON answer, retrying per the policy."""
@@ -203,9 +207,7 @@ class Transport:
             time.sleep(delay)
             attempt += 1
 
-    def stream(
-        self, url: str, headers: dict[str, str], body: dict[str, Any]
-    ) -> Generator[SSEEvent, None, None]:
+    def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
         """POST and yield the SSE events of the answer; a cut stream just ends."""
         attempt = 0
         while True:
@@ -255,9 +257,7 @@ class Transport:
                 await asyncio.sleep(delay)
                 attempt += 1
 
-    async def astream(
-        self, url: str, headers: dict[str, str], body: dict[str, Any]
-    ) -> AsyncGenerator[SSEEvent, None]:
+    async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
         attempt = 0
         async with httpx.AsyncClient(timeout=self.options.timeout) as client:

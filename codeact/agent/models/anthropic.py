@@ -57,9 +57,7 @@ def _blocks(msg: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def to_anthropic_messages(
-    messages: Sequence[Message], system: str | None
-) -> tuple[str | None, list[dict[str, Any]]]:
+def to_anthropic_messages(messages: Sequence[Message], system: str | None) -> tuple[str | None, list[dict[str, Any]]]:
     """Neutral messages → ``(system, messages)`` of the Messages API."""
     systems = [system] if system else []
     out: list[dict[str, Any]] = []
@@ -119,8 +117,7 @@ def parse_message(
     raw_reason = str(data.get("stop_reason") or "")
     usage = data.get("usage") or {}
     input_tokens = sum(
-        int(usage.get(k) or 0)
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
     return ModelResponse(
         text="".join(texts),

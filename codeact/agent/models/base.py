@@ -11,7 +11,7 @@ import abc
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing, closing
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from codeact.agent.messages import Message, ModelResponse
 from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
@@ -21,6 +21,7 @@ __all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "ToolChoice", 
 
 ToolChoice = Literal["auto", "none", "required"] | Mapping[str, str]
 ToolDef = Mapping[str, Any]
+_C = TypeVar("_C", bound="HTTPModelClient")
 
 
 @runtime_checkable
@@ -139,7 +140,7 @@ class HTTPModelClient(abc.ABC):
         """Release pooled connections."""
         self._transport.close()
 
-    def __enter__(self) -> HTTPModelClient:
+    def __enter__(self: _C) -> _C:
         return self
 
     def __exit__(self, *exc: object) -> None:

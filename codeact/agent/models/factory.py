@@ -26,9 +26,7 @@ def load_script(path: str | Path) -> list[Any]:
     return data
 
 
-def make_model(
-    spec: str, *, base_url: str | None = None, api_key: str | None = None, **options: Any
-) -> ModelClient:
+def make_model(spec: str, *, base_url: str | None = None, api_key: str | None = None, **options: Any) -> ModelClient:
     """Build a client from ``"openai:MODEL"``, ``"anthropic:MODEL"`` or ``"scripted:PATH"``.
 
     ``base_url``/``api_key`` override the provider's environment variables; ``options`` go to

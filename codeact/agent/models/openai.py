@@ -52,9 +52,7 @@ def to_openai_messages(messages: Sequence[Message], system: str | None) -> list[
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for msg in messages:
         if msg.role == "tool":
-            out.extend(
-                {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in msg.tool_results
-            )
+            out.extend({"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in msg.tool_results)
         elif msg.role == "assistant" and msg.tool_calls:
             calls = [
                 {
@@ -145,9 +143,7 @@ class _ChunkAccumulator:
         chunk = decode_event("openai", event)
         if "error" in chunk:
             err = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
-            raise ModelError(
-                f"openai stream error: {err.get('type') or ''} {err.get('message') or ''}".strip()
-            )
+            raise ModelError(f"openai stream error: {err.get('type') or ''} {err.get('message') or ''}".strip())
         for key in ("id", "model", "created", "system_fingerprint"):
             if key in chunk:
                 self.meta[key] = chunk[key]

@@ -1,0 +1,41 @@
+# codeact — the whole set-up on a fresh machine is `make run` and `make test`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install engine image run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[dev,plots]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# A Docker engine (installed from Debian's packages and started if none answers) and the image.
+engine:
+	./scripts/ensure-docker.sh
+
+image: install engine
+	$(BIN)/codeact image build
+
+run: image
+	$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py
+
+test: image
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check codeact tests benchmarks examples
+	$(BIN)/mypy codeact
+
+bench: image
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	-$(BIN)/codeact cleanup --all
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache

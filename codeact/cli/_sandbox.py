@@ -1,0 +1,63 @@
+"""``codeact doctor``, ``codeact image build``, ``codeact cleanup``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+image_app = typer.Typer(help="Build sandbox images (offline: debootstrap or a local base image).")
+
+
+@image_app.command("build")
+def image_build(
+    base: Annotated[str | None, typer.Option("--base", help="a local image with python3 to build FROM")] = None,
+    pip: Annotated[list[str] | None, typer.Option("--pip", help="a package to bake in (repeatable)")] = None,
+    force: Annotated[bool, typer.Option(help="rebuild even if the tag exists")] = False,
+) -> None:
+    """Build (or reuse) the sandbox image; prints its tag."""
+    from ..sandbox.image import ImageSpec, build_image, ensure_image
+
+    def say(message: str) -> None:
+        typer.echo(f"codeact: {message}", err=True)
+
+    if force:
+        tag = build_image(ImageSpec(base=base, pip=tuple(pip or ())), progress=say)
+    else:
+        tag = ensure_image(base=base, pip=pip or (), progress=say)
+    typer.echo(tag)
+
+
+def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Report the Docker engine, the image, cgroup limit support and what is missing."""
+    from ..sandbox.engine import doctor as run_doctor
+
+    report = run_doctor()
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+        return
+    for key, value in report.items():
+        typer.echo(f"{key:>18}: {value}")
+    if report.get("missing"):
+        raise typer.Exit(3)
+
+
+def cleanup(everything: Annotated[bool, typer.Option("--all", help="also this user's live sessions")] = False) -> None:
+    """Remove containers and session directories left by dead codeact processes."""
+    from ..errors import SandboxUnavailable
+    from ..sandbox.cleanup import cleanup_stale
+    from ..sandbox.engine import docker_client
+
+    try:
+        client = docker_client()
+    except SandboxUnavailable:
+        client = None
+    report = cleanup_stale(client, everything=everything)
+    typer.echo(f"removed {len(report.containers)} containers, {len(report.directories)} session directories")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")
+    app.command("doctor")(doctor)
+    app.command("cleanup")(cleanup)

@@ -1,0 +1,321 @@
+"""Tools on the host: a spec with its implementation and policy; the ``@tool`` decorator; ``Toolset``."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal, TypeAlias, overload
+
+from codeact.errors import ToolDefinitionError, ToolError
+from codeact.tool_stubs import ToolSpec, python_names, render_stubs
+
+__all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
+
+#: ``"allow"``, ``"deny"``, ``"ask"`` (the host's approver decides), or ``fn(name, arguments)``
+#: returning True to allow, False or a reason string to deny (it may be async).
+PermissionRule: TypeAlias = Literal["allow", "deny", "ask"] | Callable[[str, dict[str, Any]], Any]
+
+
+@dataclass
+class ToolPolicy:
+    """How the host runs one tool. Checked at construction; a bad value raises ToolDefinitionError."""
+
+    timeout_s: float | None = 30.0  # per call, on the host
+    permission: PermissionRule = "allow"
+    deny_reason: str | None = None
+    max_calls: int | None = None  # per execution (run)
+    rate_limit_per_s: float | None = None
+    idempotent: bool = False  # only then are failures retried automatically
+    max_retries: int = 2
+    cacheable: bool = False  # read-only: a repeated call with equal arguments may be answered from the ledger
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ToolDefinitionError(f"timeout_s must be positive or None, got {self.timeout_s!r}")
+        if not callable(self.permission) and self.permission not in ("allow", "deny", "ask"):
+            raise ToolDefinitionError(
+                f"permission must be 'allow', 'deny', 'ask' or a callable, got {self.permission!r}"
+            )
+        if self.max_calls is not None and self.max_calls < 0:
+            raise ToolDefinitionError(f"max_calls must be >= 0 or None, got {self.max_calls!r}")
+        if self.rate_limit_per_s is not None and not self.rate_limit_per_s > 0:
+            raise ToolDefinitionError(f"rate_limit_per_s must be positive or None, got {self.rate_limit_per_s!r}")
+        if self.max_retries < 0:
+            raise ToolDefinitionError(f"max_retries must be >= 0, got {self.max_retries!r}")
+
+
+@dataclass(eq=False)
+class Tool:
+    """A tool spec with its implementation (``fn(**arguments)``, sync or async) and its policy.
+
+    A tool without ``fn`` answers ``not_implemented`` on the host. Calling a Tool calls ``fn``
+    directly, so a decorated function stays usable as a function.
+    """
+
+    spec: ToolSpec
+    fn: Callable[..., Any] | None = None
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, ToolSpec):
+            raise ToolDefinitionError(f"Tool.spec must be a ToolSpec, got {type(self.spec).__name__}")
+        if self.fn is not None and not callable(self.fn):
+            raise ToolDefinitionError(f"Tool.fn must be callable, got {type(self.fn).__name__}")
+        if not isinstance(self.policy, ToolPolicy):
+            raise ToolDefinitionError(f"Tool.policy must be a ToolPolicy, got {type(self.policy).__name__}")
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def python_name(self) -> str:
+        return self.spec.python_name
+
+    @property
+    def is_async(self) -> bool:
+        """Whether calling ``fn`` returns an awaitable (async def, or an object with an async __call__)."""
+        fn = self.fn
+        if fn is None:
+            return False
+        return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fn is None:
+            raise ToolError("not_implemented", f"tool {self.name!r} has no implementation")
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Tool:
+        """``@tool`` on a method in a class body: ``obj.method`` is a Tool bound to ``obj``."""
+        if instance is None or not _takes_self(self.fn):
+            return self
+        return replace(self, fn=self.fn.__get__(instance, owner))  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        kind = "no implementation" if self.fn is None else getattr(self.fn, "__qualname__", repr(self.fn))
+        return f"Tool({self.name!r}, {kind})"
+
+
+def _takes_self(fn: Any) -> bool:
+    if not inspect.isfunction(fn):
+        return False
+    params = list(inspect.signature(fn).parameters)
+    return bool(params) and params[0] == "self"
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
+
+@overload
+def tool(fn: Callable[..., Any], /, **options: Any) -> Tool: ...
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    policy: ToolPolicy | None = None,
+    timeout_s: float | _Unset | None = _UNSET,
+    permission: PermissionRule | _Unset = _UNSET,
+    deny_reason: str | _Unset | None = _UNSET,
+    max_calls: int | _Unset | None = _UNSET,
+    rate_limit_per_s: float | _Unset | None = _UNSET,
+    idempotent: bool | _Unset = _UNSET,
+    max_retries: int | _Unset = _UNSET,
+    cacheable: bool | _Unset = _UNSET,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    policy: ToolPolicy | None = None,
+    **overrides: Any,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` from a function, async function or bound method.
+
+    Use as ``@tool``, ``@tool(name=..., timeout_s=..., cacheable=True, ...)`` or ``tool(obj.method)``.
+    Policy keywords (those of :class:`ToolPolicy`) override ``policy``.
+    """
+    unknown = set(overrides) - set(ToolPolicy.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"tool() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    chosen = {k: v for k, v in overrides.items() if v is not _UNSET}
+    final_policy = replace(policy or ToolPolicy(), **chosen)
+
+    def build(target: Callable[..., Any]) -> Tool:
+        if isinstance(target, Tool):
+            spec = target.spec
+            if name is not None or description is not None:
+                spec = ToolSpec(
+                    name=spec.name if name is None else name,
+                    description=spec.description if description is None else description,
+                    input_schema=spec.input_schema,
+                    output_schema=spec.output_schema,
+                )
+            return Tool(spec=spec, fn=target.fn, policy=final_policy if policy or chosen else target.policy)
+        return Tool(
+            spec=ToolSpec.from_function(target, name=name, description=description), fn=target, policy=final_policy
+        )
+
+    return build if fn is None else build(fn)
+
+
+ToolLike: TypeAlias = "Tool | ToolSpec | Callable[..., Any] | Mapping[str, Any] | Toolset"
+
+
+class Toolset:
+    """An ordered collection of tools with unique names.
+
+    Accepts :class:`Tool` objects, plain callables (wrapped with :func:`tool`), :class:`ToolSpec`
+    objects and OpenAI/Anthropic/MCP dicts (no implementation), and other toolsets.
+    """
+
+    def __init__(self, tools: Iterable[ToolLike] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            if isinstance(item, Toolset):
+                for t in item:
+                    self.add(t)
+            else:
+                self.add(item)
+
+    def add(self, item: Tool | ToolSpec | Callable[..., Any] | Mapping[str, Any]) -> Tool:
+        """Add one tool (usable as a decorator); returns the Tool. A duplicate name raises."""
+        new = _as_tool(item)
+        if new.name in self._tools:
+            raise ToolDefinitionError(f"duplicate tool name {new.name!r}: tool names in a toolset must be unique")
+        self._tools[new.name] = new
+        return new
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, Tool):
+            return self._tools.get(item.name) is item
+        return item in self._tools
+
+    def __repr__(self) -> str:
+        return f"Toolset({self.names!r})"
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tools.values()]
+
+    @property
+    def python_names(self) -> dict[str, str]:
+        """Tool name → the identifier its stub has (collisions resolved as in the stubs)."""
+        return python_names(self.specs)
+
+    def merge(self, other: Toolset | Iterable[ToolLike]) -> Toolset:
+        """A new toolset with this one's tools, then ``other``'s; a shared name raises."""
+        return Toolset([*self, *(other if isinstance(other, Toolset) else Toolset(other))])
+
+    def stubs(self) -> str:
+        """The typed stub module (and prompt view) for these tools."""
+        return render_stubs(self.specs)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return [s.to_openai() for s in self.specs]
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        return [s.to_anthropic() for s in self.specs]
+
+    def to_mcp(self) -> list[dict[str, Any]]:
+        return [s.to_mcp() for s in self.specs]
+
+    @classmethod
+    def from_openai(cls, definitions: Iterable[Mapping[str, Any]]) -> Toolset:
+        return cls(ToolSpec.from_openai(d) for d in definitions)
+
+    @classmethod
+    def from_anthropic(cls, definitions: Iterable[Mapping[str, Any]]) -> Toolset:
+        return cls(ToolSpec.from_anthropic(d) for d in definitions)
+
+    @classmethod
+    def from_mcp(cls, definitions: Iterable[Any]) -> Toolset:
+        return cls(ToolSpec.from_mcp(d) for d in definitions)
+
+    @classmethod
+    def from_module(cls, module: ModuleType | str | os.PathLike[str]) -> Toolset:
+        """Every :class:`Tool` bound at the top level of a module (an object, a dotted name, or a
+        ``.py`` path loaded with importlib), in definition order; one Tool bound twice counts once."""
+        if not isinstance(module, ModuleType):
+            module = _load_module(module)
+        found: dict[int, Tool] = {}
+        for value in vars(module).values():
+            if isinstance(value, Tool):
+                found.setdefault(id(value), value)
+        return cls(found.values())
+
+
+def _as_tool(item: Any) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    if isinstance(item, ToolSpec):
+        return Tool(spec=item)
+    if isinstance(item, Mapping) or (hasattr(item, "name") and hasattr(item, "inputSchema")):
+        return Tool(spec=ToolSpec.from_dict(item))
+    if callable(item):
+        made: Tool = tool(item)
+        return made
+    raise ToolDefinitionError(
+        f"cannot make a tool from {type(item).__name__}: pass a Tool, a function, a ToolSpec or a tool dict"
+    )
+
+
+def _load_module(source: str | os.PathLike[str]) -> ModuleType:
+    path = Path(source)
+    if path.suffix != ".py" and not path.exists() and isinstance(source, str):
+        try:
+            return importlib.import_module(source)
+        except ImportError as exc:
+            raise ToolDefinitionError(f"cannot import tools module {source!r}: {exc}") from exc
+    if not path.is_file():
+        raise ToolDefinitionError(f"no such tools file: {path}")
+    resolved = path.resolve()
+    module_name = f"_codeact_tools_{resolved.stem}_{abs(hash(str(resolved))):x}"
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise ToolDefinitionError(f"cannot load tools file {path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(resolved.parent))  # let the file import its neighbours, as `python file.py` would
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ToolDefinitionError(f"cannot load tools file {path}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(resolved.parent))
+    return module

@@ -1,0 +1,214 @@
+"""render_stubs: tool specs → one module of typed Python stubs; the same text is the model's prompt view.
+
+Each stub is an ordinary ``def`` whose body only builds a dict of arguments and returns
+``__codeact_call__(<tool name>, <arguments>)``. The kernel injects ``__codeact_call__``; stubs use no
+other global name besides ``typing`` names, and no builtins, since a tool may be called ``max`` or ``dict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codeact.tool_stubs._schema_to_py import (
+    TypeRenderer,
+    allows_null,
+    camel,
+    py_literal,
+    py_str,
+    required_keys,
+)
+from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
+
+__all__ = ["HEADER", "render_stubs"]
+
+HEADER = """\
+# Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
+# Call them like ordinary Python functions. A failed call raises ToolError, which has .code,
+# .message and .retryable (True when the same call may succeed later); you can catch it."""
+
+_CALL = "__codeact_call__"
+#: Builtins that annotations use: a stub with one of these names goes last, with quoted annotations,
+#: so that it cannot break the annotations of the stubs and classes defined before it.
+_ANNOTATION_BUILTINS = frozenset({"str", "int", "float", "bool", "list", "dict"})
+_MAX_LINE = 100
+
+
+@dataclass
+class _Param:
+    key: str  # the JSON property name, sent to the host
+    name: str  # the Python parameter name
+    annotation: str
+    default: str | None  # Python source of the default; None when required
+    omit_if_none: bool
+    doc: str
+
+
+def render_stubs(specs: Sequence[ToolSpec]) -> str:
+    """Python source (3.10+) defining one typed stub function per spec, named by its python name."""
+    specs = list(specs)
+    names = python_names(specs)
+    types = TypeRenderer(set(names.values()) | RESERVED_NAMES | _ANNOTATION_BUILTINS)
+    head: list[str] = []
+    tail_classes: list[str] = []
+    tail_defs: list[str] = []
+    for spec in specs:
+        name = names[spec.name]
+        shadows = name in _ANNOTATION_BUILTINS
+        source = _function(spec, name, types, quoted=shadows)
+        if shadows:
+            tail_classes += types.drain()
+            tail_defs.append(source)
+        else:
+            head += [*types.drain(), source]
+    top = HEADER
+    if types.imports:
+        top += "\n\nfrom typing import " + ", ".join(sorted(types.imports))
+    if not specs:
+        top += "\n\n# (no tools are available)"
+    return "\n\n\n".join([top, *head, *tail_classes, *tail_defs]) + "\n"
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _params(spec: ToolSpec, stub: str, types: TypeRenderer) -> list[_Param]:
+    schema = spec.input_schema
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    required = required_keys(schema, props)
+    pynames = python_names(list(props), reserved={_CALL})
+    params = []
+    for key, sub in props.items():
+        annotation = types.annotation(sub, schema, camel(stub) + camel(key))
+        doc = _param_doc(sub)
+        if key in required:
+            params.append(_Param(key, pynames[key], annotation, None, False, doc))
+            continue
+        default = py_literal(sub["default"]) if isinstance(sub, dict) and "default" in sub else None
+        if default is None or default == "None":
+            omit = not allows_null(sub, schema)
+            params.append(_Param(key, pynames[key], types.optional(annotation), "None", omit, doc))
+        else:
+            params.append(_Param(key, pynames[key], annotation, default, False, doc))
+        if key != pynames[key]:
+            params[-1].doc = f"{params[-1].doc} (sent to the tool as {py_str(key)})".lstrip()
+    return sorted(params, key=lambda p: p.default is not None)  # stable: required ones first
+
+
+def _param_doc(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return ""
+    text = schema.get("description") or schema.get("title") or ""
+    text = text.strip() if isinstance(text, str) else ""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        values = ", ".join(py_literal(v) or repr(v) for v in enum)
+        text = f"{text} One of: {values}.".strip()
+    return text
+
+
+def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool) -> str:
+    def q(annotation: str) -> str:
+        return py_str(annotation) if quoted and not annotation.startswith(("'", '"')) else annotation
+
+    params = _params(spec, stub, types)
+    taken = {p.name for p in params}
+    extra = spec.input_schema.get("additionalProperties")
+    kwargs = _unique("kwargs", taken) if extra is True or (isinstance(extra, dict) and extra) else None
+    if spec.output_schema is not None:
+        returns = types.annotation(spec.output_schema, spec.output_schema, camel(stub) + "Result")
+    else:
+        returns = types.any()
+    parts = [f"{p.name}: {q(p.annotation)}" + (f" = {p.default}" if p.default is not None else "") for p in params]
+    if kwargs:
+        parts.append(f"**{kwargs}: {q(types.any())}")
+    signature = f"def {stub}({', '.join(parts)}) -> {q(returns)}:"
+    if len(signature) > _MAX_LINE:
+        signature = f"def {stub}(\n" + "".join(f"    {p},\n" for p in parts) + f") -> {q(returns)}:"
+    lines = [signature]
+    doc = _docstring(spec, params, kwargs, returns)
+    if doc:
+        lines.append(doc)
+    lines += _body(spec.name, params, kwargs, taken)
+    return "\n".join(lines)
+
+
+def _docstring(spec: ToolSpec, params: list[_Param], kwargs: str | None, returns: str) -> str:
+    lines = _text_lines(spec.description)
+    if not lines and (params or kwargs or spec.output_schema is not None):
+        lines = [f"Call the tool {py_str(spec.name)}."]
+    if params or kwargs:
+        lines += ["", "Args:"] if lines else ["Args:"]
+        for p in params:
+            first, *rest = _text_lines(p.doc) or [""]
+            lines.append(f"    {p.name}: {first}".rstrip())
+            lines += [f"        {line}".rstrip() for line in rest]
+        if kwargs:
+            lines.append(f"    **{kwargs}: further arguments, passed to the tool unchanged.")
+    if spec.output_schema is not None:
+        out = spec.output_schema
+        text = out.get("description") or out.get("title") or returns
+        lines += ["", "Returns:", *(f"    {line}" for line in _text_lines(str(text)))]
+    if not lines:
+        return ""
+    content = _escape_doc("\n".join(lines))
+    if "\n" not in content:
+        return f'    """{content}"""'
+    first, *rest = content.split("\n")
+    return "\n".join([f'    """{first}', *(f"    {line}" if line else "" for line in rest), '    """'])
+
+
+def _text_lines(text: str) -> list[str]:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    return [line.rstrip() for line in text.split("\n")] if text else []
+
+
+def _escape_doc(text: str) -> str:
+    """Make ``text`` safe inside a triple-quoted string: backslashes, quote runs, unprintables."""
+    out: list[str] = []
+    run = 0
+    for i, ch in enumerate(text):
+        if ch == '"' and (run == 2 or i == len(text) - 1):
+            out.append('\\"')
+            run = 0
+        elif ch == '"':
+            out.append(ch)
+            run += 1
+        else:
+            run = 0
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch in "\n\t" or ch.isprintable():
+                out.append(ch)
+            else:
+                out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def _dict_source(params: list[_Param], indent: str, prefix: str, suffix: str) -> list[str]:
+    items = [f"{py_str(p.key)}: {p.name}" for p in params]
+    flat = f"{indent}{prefix}{{{', '.join(items)}}}{suffix}"
+    if len(flat) <= _MAX_LINE or not items:
+        return [flat]
+    return [f"{indent}{prefix}{{", *(f"{indent}    {item}," for item in items), f"{indent}}}{suffix}"]
+
+
+def _body(tool: str, params: list[_Param], kwargs: str | None, taken: set[str]) -> list[str]:
+    call = f"return {_CALL}({py_str(tool)}, "
+    omitted = [p for p in params if p.omit_if_none]
+    if not omitted and not kwargs:
+        return _dict_source(params, "    ", call, ")")
+    var = _unique("arguments", taken | {kwargs or ""})
+    lines = _dict_source(params, "    ", f"{var} = ", "")
+    for p in omitted:
+        lines += [f"    if {p.name} is None:", f"        del {var}[{py_str(p.key)}]"]
+    if kwargs:
+        lines.append(f"    {var}.update({kwargs})")
+    lines.append(f"    {call}{var})")
+    return lines

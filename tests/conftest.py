@@ -1,0 +1,153 @@
+"""Shared fixtures: one image build per run, one warm runtime per backend.
+
+Docker tests are part of the main suite: with CI=true a missing engine fails them; elsewhere
+they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, ToolError, Toolset, tool
+from codeact.errors import SandboxUnavailable
+
+BACKENDS = ["local", "docker"]
+
+
+def _engine_or_skip() -> None:
+    try:
+        from codeact.sandbox.engine import docker_client
+
+        docker_client().close()
+    except SandboxUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and no Docker engine: {exc}")
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The default sandbox image, built (or reused) once per test run."""
+    _engine_or_skip()
+    from codeact.sandbox.docker import sandbox_image
+
+    tag, _python = sandbox_image(SandboxConfig())
+    return tag
+
+
+@pytest.fixture
+def docker_ready(docker_image: str) -> str:
+    return docker_image
+
+
+class Counter:
+    """Counts executions of the test tools (the tool's own view, not the ledger's)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def hit(self, name: str) -> None:
+        with self.lock:
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+    def count(self, name: str) -> int:
+        with self.lock:
+            return self.calls.get(name, 0)
+
+
+WEATHER = {
+    "Pittsburgh": {"temperature": 12.0, "unit": "celsius"},
+    "Beijing": {"temperature": 68.0, "unit": "fahrenheit"},
+}
+
+
+def make_tools(counter: Counter) -> Toolset:
+    @tool
+    def get_weather(city: str) -> dict[str, Any]:
+        """Current weather for a city.
+
+        Args:
+            city: City name.
+        """
+        counter.hit("get_weather")
+        if city not in WEATHER:
+            raise ToolError("not_found", f"unknown city {city!r}")
+        return {"city": city, **WEATHER[city]}
+
+    @tool
+    def fetch_item(i: int) -> str:
+        """Fetch item i; item 3 is broken.
+
+        Args:
+            i: Item number.
+        """
+        counter.hit("fetch_item")
+        if i == 3:
+            raise ToolError("upstream_error", "item 3 is unavailable")
+        return f"item-{i}"
+
+    @tool
+    def slow(seconds: float) -> float:
+        """Sleep, then answer.
+
+        Args:
+            seconds: How long to sleep.
+        """
+        with counter.lock:
+            counter.in_flight += 1
+            counter.max_in_flight = max(counter.max_in_flight, counter.in_flight)
+        try:
+            time.sleep(seconds)
+        finally:
+            with counter.lock:
+                counter.in_flight -= 1
+        counter.hit("slow")
+        return seconds
+
+    @tool(timeout_s=0.3)
+    def stuck() -> None:
+        """Never answers in time."""
+        time.sleep(2)
+
+    @tool(name="math.factorial")
+    def factorial(n: int) -> int:
+        """n!
+
+        Args:
+            n: A small non-negative integer.
+        """
+        counter.hit("math.factorial")
+        import math
+
+        return math.factorial(n)
+
+    return Toolset([get_weather, fetch_item, slow, stuck, factorial])
+
+
+@pytest.fixture(scope="session")
+def counter() -> Counter:
+    return Counter()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def runtime(backend: str, counter: Counter) -> Iterator[Runtime]:
+    """A warm runtime per backend, shared where isolation is not the point."""
+    config = SandboxConfig(backend=backend, timeout_s=5, grace_s=1, policy="none")  # type: ignore[arg-type]
+    with Runtime(make_tools(counter), config) as rt:
+        yield rt
