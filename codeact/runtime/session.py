@@ -78,7 +78,10 @@ class Runtime:
             session.close()
         if self._pool is not None:
             self._pool.close()
-        self.loop.close()
+        try:
+            self.toolset.close()
+        finally:
+            self.loop.close()
 
     def __enter__(self) -> Runtime:
         return self

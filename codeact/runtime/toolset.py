@@ -189,12 +189,24 @@ class Toolset:
 
     def __init__(self, tools: Iterable[ToolLike] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._closers: list[Callable[[], None]] = []
         for item in tools:
             if isinstance(item, Toolset):
                 for t in item:
                     self.add(t)
+                self._closers.extend(item._closers)
             else:
                 self.add(item)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Register a cleanup (e.g. an MCP connection) run by :meth:`close`."""
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        """Release what the tools hold (connections); the runtime calls this when it closes."""
+        closers, self._closers = self._closers, []
+        for closer in reversed(closers):
+            closer()
 
     def add(self, item: Tool | ToolSpec | Callable[..., Any] | Mapping[str, Any]) -> Tool:
         """Add one tool (usable as a decorator); returns the Tool. A duplicate name raises."""
@@ -239,7 +251,7 @@ class Toolset:
 
     def merge(self, other: Toolset | Iterable[ToolLike]) -> Toolset:
         """A new toolset with this one's tools, then ``other``'s; a shared name raises."""
-        return Toolset([*self, *(other if isinstance(other, Toolset) else Toolset(other))])
+        return Toolset([self, other if isinstance(other, Toolset) else Toolset(other)])
 
     def stubs(self) -> str:
         """The typed stub module (and prompt view) for these tools."""
