@@ -14,6 +14,7 @@ __all__ = [
     "Termination",
     "ToolCallError",
     "ToolCallRecord",
+    "bounded_value",
     "render_observation",
 ]
 
@@ -86,6 +87,20 @@ class ExecutionResult(BaseModel):
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)
+
+
+def bounded_value(value: Any, limit: int, label: str) -> Any:
+    """``value`` if its JSON is at most ``limit`` characters, else a documented truncated view:
+    ``{"truncated": True, "of": label, "total_chars": n, "preview": <the first limit/2 characters>}``.
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str) and len(value) <= limit // 6:  # cheap: even fully escaped it fits
+        return value
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    if len(text) <= limit:
+        return value
+    return {"truncated": True, "of": label, "total_chars": len(text), "preview": text[: limit // 2]}
 
 
 def _clip_middle(text: str, limit: int) -> str:

@@ -4,6 +4,7 @@ one persistent namespace, many runs)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import weakref
@@ -13,9 +14,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..errors import SessionClosed
-from ..results import CodeError, ExecutionResult, FileInfo
+from ..results import CodeError, ExecutionResult, FileInfo, ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
-from ..sandbox.driver import KernelDriver, RunOutcome
+from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
 from ._loop import LoopThread
@@ -26,6 +27,8 @@ from .toolset import Toolset
 __all__ = ["Runtime", "Session"]
 
 _MAX_FILES = 1000
+_MAX_MESSAGE = 4000
+_MAX_VALUE_CHARS = 512 * 1024  # the kernel bounds values at 256 KiB; this is the safety net
 
 
 class Runtime:
@@ -33,13 +36,17 @@ class Runtime:
 
     def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
                  *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
-                 max_result_chars: int = 1_000_000) -> None:
+                 max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
+                 max_argument_bytes: int = 256 * 1024) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
         self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
                              max_result_chars=max_result_chars)
         self.stubs = render_stubs(self.toolset.specs)
+        self.max_result_chars = max_result_chars
+        self.max_calls_per_run = max_calls_per_run
+        self.max_argument_bytes = max_argument_bytes
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._pool: SandboxPool | None = None
         self.closed = False
@@ -149,14 +156,13 @@ class Session:
             host = self.runtime.host
             started_ns = time.time_ns()
 
-            def on_call(seq: int, name: str, arguments: Any) -> None:
-                host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
+            on_call = self._call_handler(driver, ledger)
 
             timeout = timeout_s or self.config.timeout_s
             outcome = driver.run(code, on_call, timeout,
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                                  grace_s=self.config.grace_s)
-            result = _assemble(outcome, ledger, self.config, timeout)
+            result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
             result.files = _written_files(driver.sandbox.workspace, started_ns)
             if outcome.state_lost:
                 self._discard()
@@ -165,6 +171,28 @@ class Session:
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
+        """Bound what the sandbox can make the host keep: calls per run and argument size."""
+        host, rt = self.runtime.host, self.runtime
+        seen = itertools.count(1)
+
+        def on_call(seq: int, name: str, arguments: Any, size: int) -> None:
+            if next(seen) > rt.max_calls_per_run:
+                driver.reply(seq, _refusal("permission_denied", f"more than {rt.max_calls_per_run} tool calls "
+                                           "in one run; the rest are refused and not recorded"))
+                return
+            if size > rt.max_argument_bytes:
+                record = ledger.open(name[:200], {"truncated": True, "bytes": size})
+                error = ToolCallError(code="invalid_arguments", message=(
+                    f"arguments of {size} bytes exceed the limit of {rt.max_argument_bytes}; "
+                    "pass large data through files in the workspace"))
+                ledger.finish(record, error=error)
+                driver.reply(seq, {"ok": False, "error": error.model_dump()})
+                return
+            host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
+
+        return on_call
 
     def _discard(self) -> None:
         driver, self._driver = self._driver, None
@@ -193,7 +221,23 @@ class Session:
         await asyncio.to_thread(self.close)
 
 
-def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, timeout_s: float) -> ExecutionResult:
+def _refusal(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message, "retryable": False}}
+
+
+def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[ToolCallRecord]:
+    """The result's copy of the ledger, each record's size bounded (the ledger keeps everything)."""
+    for record in records:
+        if record.error is not None and len(record.error.message) > _MAX_MESSAGE:
+            message = record.error.message[:_MAX_MESSAGE] + f"… [{len(record.error.message)} characters]"
+            record.error = record.error.model_copy(update={"message": message})
+        if record.ok and record.result is not None:
+            record.result = bounded_value(record.result, max_chars, record.id)
+    return records
+
+
+def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, timeout_s: float,
+              max_result_chars: int) -> ExecutionResult:
     done = outcome.done
     termination = outcome.termination
     if outcome.interrupted and (done is None or done.termination != "completed"):
@@ -209,14 +253,15 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
                          f"the run ended ({termination}) before this call finished")
     result = ExecutionResult(ok=termination == "completed", termination=termination,  # type: ignore[arg-type]
-                             error=error, calls=ledger.records(), duration_ms=outcome.wall_ms,
+                             error=error, calls=_bounded_records(ledger.records(), max_result_chars),
+                             duration_ms=outcome.wall_ms,
                              state_lost=outcome.state_lost, reason=reason)
     if done is not None:
         cap = config.output_cap
         result.stdout, result.stderr = done.stdout[:cap], done.stderr[:cap]
         result.stdout_truncated = done.stdout_truncated or len(done.stdout) > cap
         result.stderr_truncated = done.stderr_truncated or len(done.stderr) > cap
-        result.value = done.value
+        result.value = bounded_value(done.value, _MAX_VALUE_CHARS, "value")
         if done.final is not None:
             result.final_answer = done.final.get("value")
             result.answered = True

@@ -21,8 +21,9 @@ from .protocol import VERSION, FrameError, PeerClosed, encode
 
 __all__ = ["CallHandler", "KernelDriver", "RunOutcome"]
 
-#: (seq, tool name, arguments) → None; must not block: answer later with ``driver.reply``.
-CallHandler = Callable[[int, str, Any], None]
+#: (seq, tool name, arguments, frame size in bytes) → None; must not block: answer later with
+#: ``driver.reply``.
+CallHandler = Callable[[int, str, Any, int], None]
 
 
 class _Strict(BaseModel):
@@ -161,7 +162,7 @@ class KernelDriver:
                     call = _Call.model_validate(message)
                 except ValidationError as exc:
                     return self._violation(f"malformed call frame: {_one_line(exc)}")
-                on_call(call.seq, call.name, call.arguments)
+                on_call(call.seq, call.name, call.arguments, chan.last_size)
             elif kind == "done":
                 try:
                     done = _Done.model_validate(message)

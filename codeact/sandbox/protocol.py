@@ -42,6 +42,8 @@ class FrameSocket:
         self.sock = sock
         self.max_frame = max_frame
         self._buf = bytearray()
+        #: Size in bytes of the last frame read (lets the host bound what it keeps of a message).
+        self.last_size = 0
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(encode(message))
@@ -60,6 +62,7 @@ class FrameSocket:
         if size > self.max_frame:
             raise FrameError(f"frame of {size} bytes exceeds the limit of {self.max_frame}")
         self._fill(_HEADER.size + size)
+        self.last_size = size
         body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
         del self._buf[: _HEADER.size + size]
         try:

@@ -1,0 +1,5 @@
+"""``python -m codeact.cli``."""
+
+from . import main
+
+main()
