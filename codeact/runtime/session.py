@@ -153,7 +153,6 @@ class Session:
         with self._lock:
             driver = self._ensure()
             ledger = CallLedger(self.cache)
-            host = self.runtime.host
             started_ns = time.time_ns()
 
             on_call = self._call_handler(driver, ledger)
