@@ -24,6 +24,8 @@ image: install engine
 
 run: image
 	$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py
+	@echo "--- the same run's structured result (codeact exec --json):"
+	@$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py --json | $(BIN)/python -m json.tool
 
 test: image
 	$(BIN)/pytest -q $(PYTEST_ARGS)
