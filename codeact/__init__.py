@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
 from .errors import (
     CodeactError,
     ModelError,
@@ -38,10 +39,14 @@ from .tool_stubs import ToolSpec, render_stubs
 __version__ = "0.1.0"
 
 __all__ = [
+    "Budget",
+    "CodeActAgent",
     "CodeError",
     "CodeactError",
+    "Episode",
     "ExecutionResult",
     "FileInfo",
+    "FunctionCallingAgent",
     "ModelError",
     "ProtocolViolation",
     "Runtime",
@@ -60,6 +65,7 @@ __all__ = [
     "ToolSpec",
     "Toolset",
     "__version__",
+    "execute_python_tool",
     "render_observation",
     "render_stubs",
     "tool",

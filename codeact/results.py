@@ -139,10 +139,10 @@ def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
     parts: list[str] = []
     if result.stdout:
         note = " (truncated by the sandbox)" if result.stdout_truncated else ""
-        parts.append(f"stdout{note}:\n{_clip_middle(result.stdout, max_chars // 2)}")
+        parts.append(f"stdout{note}:\n{_clip_middle(result.stdout.removesuffix(chr(10)), max_chars // 2)}")
     if result.stderr:
         note = " (truncated by the sandbox)" if result.stderr_truncated else ""
-        parts.append(f"stderr{note}:\n{_clip_middle(result.stderr, max_chars // 4)}")
+        parts.append(f"stderr{note}:\n{_clip_middle(result.stderr.removesuffix(chr(10)), max_chars // 4)}")
     if result.value is not None:
         parts.append(f"value: {_clip_middle(_short(result.value, 10**9), max_chars // 4)}")
     if result.calls:

@@ -13,7 +13,7 @@ from codeact.agent.models.scripted import ScriptedModel
 
 __all__ = ["load_script", "make_model"]
 
-PROVIDERS = ("openai", "anthropic", "scripted")
+PROVIDERS = ("openai", "anthropic", "scripted", "replay")
 
 
 def load_script(path: str | Path) -> list[Any]:
@@ -36,10 +36,14 @@ def make_model(spec: str, *, base_url: str | None = None, api_key: str | None = 
     if not sep or not name or provider not in PROVIDERS:
         raise ValueError(
             f"model spec {spec!r} must look like 'openai:gpt-4o-mini', 'anthropic:claude-sonnet-4-5' "
-            f"or 'scripted:PATH' (providers: {', '.join(PROVIDERS)})"
+            f"or 'scripted:PATH' or 'replay:TRACE' (providers: {', '.join(PROVIDERS)})"
         )
     if provider == "openai":
         return OpenAIChatClient(name, base_url=base_url, api_key=api_key, **options)
     if provider == "anthropic":
         return AnthropicClient(name, base_url=base_url, api_key=api_key, **options)
+    if provider == "replay":
+        from ..trace import ReplayModel  # a trace of an earlier run, replayed offline
+
+        return ReplayModel(name)
     return ScriptedModel(load_script(name), model=f"scripted:{Path(name).name}")
