@@ -31,6 +31,7 @@ from .results import (
     ToolCallRecord,
     render_observation,
 )
+from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
@@ -47,6 +48,9 @@ __all__ = [
     "ExecutionResult",
     "FileInfo",
     "FunctionCallingAgent",
+    "HttpAuth",
+    "HttpEndpoint",
+    "HttpParam",
     "ModelError",
     "ProtocolViolation",
     "Runtime",
@@ -66,6 +70,7 @@ __all__ = [
     "Toolset",
     "__version__",
     "execute_python_tool",
+    "http_tool",
     "render_observation",
     "render_stubs",
     "tool",

@@ -9,9 +9,10 @@ Counting rules, the same in both modes so episodes compare like with like:
 - ``tool_calls`` / ``tool_errors``: records of the host's ledger(s) — every call that reached
   the tool host, from the code or from JSON; ``tool_errors`` those that failed.
 - ``errors``: counts by layer — ``syntax`` (code that does not compile, tool-call arguments that
-  are not JSON, in code mode a direct call of a tool other than ``execute_python``), ``runtime`` (code that raised, timed out or was killed), ``tool`` (failed tool
-  calls), ``budget`` (1 when a budget ended the run), ``model`` (provider errors, replies cut off
-  by the output limit or a broken stream).
+  are not JSON, in code mode a direct call of a tool other than ``execute_python``), ``runtime``
+  (code that raised, timed out or was killed), ``tool`` (failed tool calls), ``budget`` (1 when
+  a budget ended the run), ``model`` (provider errors, replies cut off by the output limit or a
+  broken stream).
 """
 
 from __future__ import annotations

@@ -1,48 +1,122 @@
-"""The host's record of tool calls: the only source of truth for what happened."""
+"""The host's record of tool calls: the only source of truth for what happened.
+
+``CallLedger`` holds the calls of one run. ``CallStore`` is what a session keeps across its runs:
+the call-id sequence (ids are unique within a session, so a later run can name an earlier call),
+the answers of cacheable calls, and the full text of results too large to send to the sandbox.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from ..results import ToolCallError, ToolCallRecord
 
-__all__ = ["CallLedger"]
+__all__ = ["CallLedger", "CallStore", "cache_key"]
+
+#: Where a CallStore lives inside a plain cache dict handed to CallLedger (see ``CallStore.of``).
+#: Cache keys start with a tool name, which is printable, so no cache key can equal it.
+_STORE_KEY = "\0codeact-call-store"
 
 
 def cache_key(name: str, arguments: Any) -> str:
     return name + "\0" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=repr)
 
 
+class CallStore:
+    """A session's memory of calls across runs. Thread-safe, except ``inflight`` (loop thread only)."""
+
+    def __init__(self, cache: dict[str, Any] | None = None, *, max_kept_chars: int = 64_000_000) -> None:
+        #: Answers of cacheable tools, keyed by :func:`cache_key`; only successful calls go in.
+        self.cache: dict[str, Any] = cache if cache is not None else {}
+        #: Cacheable calls now running, so an equal call arriving meanwhile waits for the answer.
+        self.inflight: dict[str, asyncio.Future[tuple[bool, Any]]] = {}
+        self.max_kept_chars = max_kept_chars
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._kept: OrderedDict[str, str] = OrderedDict()
+        self._kept_chars = 0
+
+    @classmethod
+    def of(cls, cache: dict[str, Any]) -> CallStore:
+        """The store that belongs to a session's plain cache dict (made on first use)."""
+        store = cache.get(_STORE_KEY)
+        if not isinstance(store, CallStore):
+            store = cache[_STORE_KEY] = cls(cache)
+        return store
+
+    def next_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def keep(self, call_id: str, text: str) -> None:
+        """Keep a large result's full JSON text for paging; the oldest go when over the budget."""
+        with self._lock:
+            self._kept[call_id] = text
+            self._kept_chars += len(text)
+            while self._kept_chars > self.max_kept_chars and len(self._kept) > 1:
+                _, dropped = self._kept.popitem(last=False)
+                self._kept_chars -= len(dropped)
+
+    def kept(self, call_id: str) -> str | None:
+        with self._lock:
+            return self._kept.get(call_id)
+
+
 class CallLedger:
     """Calls of one run in arrival order. Records are written when a call arrives and when it ends,
     so the ledger survives an exception in the code, a timeout, or the death of the sandbox.
+
+    ``store`` is the session's :class:`CallStore` (or its plain cache dict); None makes a fresh one.
     """
 
-    def __init__(self, cache: dict[str, Any] | None = None, prefix: str = "call") -> None:
+    def __init__(self, store: CallStore | dict[str, Any] | None = None, prefix: str = "call") -> None:
+        if isinstance(store, CallStore):
+            self.store = store
+        else:
+            self.store = CallStore.of(store) if store is not None else CallStore()
         self._lock = threading.Lock()
         self._records: list[ToolCallRecord] = []
         self._started: dict[str, float] = {}
-        self._ids = itertools.count(1)
         self._prefix = prefix
         self.counts: dict[str, int] = {}
-        #: Session-wide answers of cacheable tools, keyed by name and canonical arguments.
-        self.cache = cache if cache is not None else {}
+        self._admitted: dict[str, int] = {}
+
+    @property
+    def cache(self) -> dict[str, Any]:
+        """Session-wide answers of cacheable tools, keyed by name and canonical arguments."""
+        return self.store.cache
 
     def open(self, name: str, arguments: Any) -> ToolCallRecord:
         with self._lock:
-            record = ToolCallRecord(id=f"{self._prefix}_{next(self._ids)}", name=name, arguments=arguments)
+            record = ToolCallRecord(id=f"{self._prefix}_{self.store.next_id()}", name=name, arguments=arguments)
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
             return record
 
     def count(self, name: str) -> int:
+        """Calls of ``name`` that arrived in this run (whatever became of them)."""
         with self._lock:
             return self.counts.get(name, 0)
+
+    def admit(self, name: str, limit: int | None) -> bool:
+        """Count one call of ``name`` past its checks; False once ``limit`` calls were admitted.
+
+        Counting at admission (not arrival) keeps the limit exact when calls run concurrently and
+        lets calls refused earlier (bad arguments, denied) not use up the allowance.
+        """
+        with self._lock:
+            admitted = self._admitted.get(name, 0)
+            if limit is not None and admitted >= limit:
+                return False
+            self._admitted[name] = admitted + 1
+            return True
 
     def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
                cached: bool = False) -> None:

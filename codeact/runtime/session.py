@@ -37,13 +37,13 @@ class Runtime:
     def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
                  *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
                  max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
-                 max_argument_bytes: int = 256 * 1024) -> None:
+                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
         self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
-                             max_result_chars=max_result_chars)
-        self.stubs = render_stubs(self.toolset.specs)
+                             max_result_chars=max_result_chars, max_concurrency=max_concurrency)
+        self.stubs = render_stubs(self.host.specs)  # the user's tools and the built-ins (read_result)
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes

@@ -275,8 +275,43 @@ class Toolset:
         return cls(ToolSpec.from_anthropic(d) for d in definitions)
 
     @classmethod
-    def from_mcp(cls, definitions: Iterable[Any]) -> Toolset:
-        return cls(ToolSpec.from_mcp(d) for d in definitions)
+    def from_mcp(cls, source: Any, **options: Any) -> Toolset:
+        """An MCP server's tools, connected now: ``source`` is a stdio command (a list of strings or
+        ``mcp.StdioServerParameters``) or a streamable-HTTP URL (``options``: see
+        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection). Or
+        tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
+        from .mcp_tools import is_mcp_server, mcp_toolset
+
+        if is_mcp_server(source):
+            return mcp_toolset(source, **options)
+        if options:
+            raise TypeError(f"options {sorted(options)} apply to an MCP server, not to tool definitions")
+        return cls(ToolSpec.from_mcp(d) for d in source)
+
+    @classmethod
+    async def afrom_mcp(cls, source: Any, **options: Any) -> Toolset:
+        """:meth:`from_mcp` for a server, without blocking the caller's event loop."""
+        from .mcp_tools import amcp_toolset
+
+        return await amcp_toolset(source, **options)
+
+    @classmethod
+    def from_openapi(cls, spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
+                     base_url: str | None = None, auth: Any = None, **options: Any) -> Toolset:
+        """HTTP tools for an OpenAPI 3 document's operations (a dict, a file or a URL); ``operations``
+        picks some (operationIds or ``"GET /path"``); ``auth``: an ``HttpAuth``. See ``runtime.openapi``."""
+        from .openapi import openapi_tools
+
+        return cls(openapi_tools(spec, operations, base_url, auth, **options))
+
+    @classmethod
+    def from_http(cls, endpoints: Iterable[Any], *, base_url: str | None = None, auth: Any = None,
+                  client: Any = None) -> Toolset:
+        """HTTP tools from ``HttpEndpoint`` definitions sharing a base URL, a default ``HttpAuth`` and a
+        client. See ``runtime.http_tools``."""
+        from .http_tools import http_tools
+
+        return cls(http_tools(endpoints, base_url=base_url, auth=auth, client=client))
 
     @classmethod
     def from_module(cls, module: ModuleType | str | os.PathLike[str]) -> Toolset:

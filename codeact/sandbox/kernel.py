@@ -397,6 +397,7 @@ class Kernel:
         for key, obj in scope.items():
             if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools":
                 self.namespace[key] = obj
+        self.namespace["aio"] = client.async_stubs(scope)
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -3,14 +3,25 @@
 The kernel binds a ``ToolClient`` to its channel and puts ``client.call`` into the code's
 namespace as ``__codeact_call__``; every stub's body is one call to it. A call blocks the calling
 thread until the host answers, so calls from several threads can be in flight at once.
+
+Concurrency from code, three ways (the host runs the calls concurrently in each case):
+
+* ``parallel(get_weather, ["Pittsburgh", "Beijing"])``: a thread per item, results in order;
+* threads of your own (``concurrent.futures``) calling the stubs;
+* ``await asyncio.gather(aio.get_weather("Pittsburgh"), aio.get_weather("Beijing"))``: ``aio``
+  (made by :func:`async_stubs`) has an async variant of every stub, with the same signature,
+  that waits on the event loop instead of a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterable
+import types
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,11 +37,19 @@ class ToolError(Exception):
 
 
 class _Slot:
-    __slots__ = ("event", "reply")
+    """Where one call's reply lands: an Event for a waiting thread, or a future on an event loop."""
 
-    def __init__(self) -> None:
+    __slots__ = ("event", "future", "reply")
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]] | None = None) -> None:
         self.event = threading.Event()
+        self.future = future
         self.reply: dict[str, Any] | None = None
+
+
+def _resolve(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) -> None:
+    if not future.done():
+        future.set_result(message)
 
 
 class ToolClient:
@@ -42,10 +61,8 @@ class ToolClient:
         self._pending: dict[int, _Slot] = {}
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        try:
-            json.dumps(arguments, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
+        """Call a tool; block this thread until the host answers."""
+        _check_json(name, arguments)
         seq = next(self._seq)
         slot = _Slot()
         self._pending[seq] = slot
@@ -54,22 +71,84 @@ class ToolClient:
             slot.event.wait()
         finally:
             self._pending.pop(seq, None)
-        reply = slot.reply or {}
-        if reply.get("ok"):
-            return reply.get("value")
-        error = reply.get("error") or {}
-        raise ToolError(
-            str(error.get("code", "tool_exception")),
-            str(error.get("message", "the tool call failed")),
-            bool(error.get("retryable", False)),
-        )
+        return _unpack(slot.reply)
+
+    async def acall(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call a tool from a coroutine; the event loop runs other tasks until the host answers."""
+        _check_json(name, arguments)
+        seq = next(self._seq)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[seq] = _Slot(future)
+        try:
+            self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+            reply = await future
+        finally:
+            self._pending.pop(seq, None)
+        return _unpack(reply)
 
     def deliver(self, message: dict[str, Any]) -> None:
-        """Hand a ``result`` frame to the thread waiting for it (unknown seqs are dropped)."""
+        """Hand a ``result`` frame to the caller waiting for it (unknown seqs are dropped)."""
         slot = self._pending.get(message.get("seq"))  # type: ignore[arg-type]
-        if slot is not None:
+        if slot is None:
+            return
+        if slot.future is not None:
+            try:
+                slot.future.get_loop().call_soon_threadsafe(_resolve, slot.future, message)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+        else:
             slot.reply = message
             slot.event.set()
+
+
+def _check_json(name: str, arguments: dict[str, Any]) -> None:
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
+
+
+def _unpack(reply: dict[str, Any] | None) -> Any:
+    reply = reply or {}
+    if reply.get("ok"):
+        return reply.get("value")
+    error = reply.get("error") or {}
+    raise ToolError(
+        str(error.get("code", "tool_exception")),
+        str(error.get("message", "the tool call failed")),
+        bool(error.get("retryable", False)),
+    )
+
+
+def async_stubs(namespace: Mapping[str, Any], module: str = "codeact_tools") -> types.SimpleNamespace:
+    """An object with an async variant of every tool stub in ``namespace`` (same name, signature
+    and docstring): ``await aio.get_weather("Beijing")``. ``asyncio.gather`` over them runs the
+    calls concurrently without threads.
+    """
+    call = namespace.get("__codeact_call__")
+    client = getattr(call, "__self__", None)
+    if not isinstance(client, ToolClient):
+        raise RuntimeError("no tool client in this namespace: async_stubs needs the kernel's __codeact_call__")
+    variants = {
+        key: _async_variant(fn, client.acall)
+        for key, fn in namespace.items()
+        if isinstance(fn, types.FunctionType) and fn.__module__ == module
+    }
+    return types.SimpleNamespace(**variants)
+
+
+def _async_variant(stub: types.FunctionType, acall: Callable[[str, dict[str, Any]], Any]) -> Callable[..., Any]:
+    # The same stub body (argument handling included) with __codeact_call__ bound to acall, so
+    # it returns the coroutine of the call instead of blocking for its value.
+    scope = dict(stub.__globals__, __codeact_call__=acall)
+    body = types.FunctionType(stub.__code__, scope, stub.__name__, stub.__defaults__, stub.__closure__)
+    body.__kwdefaults__ = stub.__kwdefaults__
+
+    @functools.wraps(stub)
+    async def variant(*args: Any, **kwargs: Any) -> Any:
+        return await body(*args, **kwargs)
+
+    return variant
 
 
 def parallel(fn: Callable[[Any], Any], items: Iterable[Any], max_workers: int = 8) -> list[Any]:

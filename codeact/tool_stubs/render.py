@@ -26,7 +26,11 @@ __all__ = ["HEADER", "render_stubs"]
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
 # Call them like ordinary Python functions. A failed call raises ToolError, which has .code,
-# .message and .retryable (True when the same call may succeed later); you can catch it."""
+# .message and .retryable (True when the same call may succeed later); you can catch it.
+# Concurrency: parallel(fn, items) runs calls at once (results in order, a failure's exception in
+# its place), and every tool has an async twin, aio.<name>(...), for `await asyncio.gather(...)`.
+# A result too large to send arrives as {"truncated": True, "call_id": ..., "preview": ...};
+# read_result(call_id, offset, limit) pages through the rest."""
 
 _CALL = "__codeact_call__"
 #: Builtins that annotations use: a stub with one of these names goes last, with quoted annotations,

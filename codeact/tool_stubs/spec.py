@@ -23,7 +23,9 @@ from codeact.tool_stubs._schema_to_py import resolve_ref
 __all__ = ["RESERVED_NAMES", "ToolSpec", "python_identifier", "python_names"]
 
 #: Identifiers a stub must not take: what the kernel puts in the namespace, and the typing names stubs use.
-RESERVED_NAMES = frozenset({"__codeact_call__", "ToolError", "parallel", "final_answer", "Any", "Literal", "TypedDict"})
+RESERVED_NAMES = frozenset(
+    {"__codeact_call__", "ToolError", "parallel", "final_answer", "aio", "Any", "Literal", "TypedDict"}
+)
 _MAX_PROBLEMS = 50
 _MAX_PROBLEM_CHARS = 400
 

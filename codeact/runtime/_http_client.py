@@ -1,0 +1,169 @@
+"""The pooled HTTP client behind HTTP tools, and how an HTTP exchange becomes a result or a ToolError."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from ..errors import ToolError
+
+__all__ = ["HttpClient", "default_client", "redact"]
+
+_DETAIL_CHARS = 300
+#: HTTP status → error code; unlisted 4xx are tool_exception, every 5xx upstream_error.
+_STATUS_CODES = {
+    400: "invalid_arguments", 422: "invalid_arguments",
+    401: "permission_denied", 403: "permission_denied",
+    404: "not_found", 410: "not_found",
+    408: "timeout", 429: "rate_limited",
+}
+
+
+class HttpClient:
+    """One pooled, thread-safe ``httpx.Client`` shared by HTTP tools, made on first use.
+
+    Redirects are not followed: a header credential must not travel to another origin. A response
+    body over ``max_response_bytes`` fails the call instead of filling the host's memory.
+    """
+
+    def __init__(self, *, max_connections: int = 100, max_response_bytes: int = 50 * 1024 * 1024,
+                 **client_options: Any) -> None:
+        self.max_response_bytes = max_response_bytes
+        self._options = {"limits": httpx.Limits(max_connections=max_connections), **client_options,
+                         "follow_redirects": False}
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(**self._options)
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def request(self, method: str, url: str, *, timeout_s: float, secrets: Sequence[str] = (),
+                **kwargs: Any) -> Any:
+        """Send one request; the decoded JSON (or text, or None) of a 2xx answer, else a ToolError."""
+        where = f"{method} {url.split('?', 1)[0]}"
+        try:
+            with self.client.stream(method, url, timeout=timeout_s, **kwargs) as response:
+                body = self._read(response, where)
+        except httpx.TimeoutException as exc:
+            raise ToolError("timeout", f"{where} timed out after {timeout_s:g} s ({type(exc).__name__})") from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise ToolError("invalid_arguments", redact(f"{where}: bad URL: {exc}", secrets)) from None
+        except httpx.ConnectError as exc:
+            raise ToolError("upstream_error", redact(f"{where}: cannot connect: {exc}", secrets)) from None
+        except httpx.HTTPError as exc:
+            raise ToolError("upstream_error", redact(f"{where} failed: {type(exc).__name__}: {exc}", secrets)) from None
+        text = redact(body.decode(response.encoding or "utf-8", "replace"), secrets)
+        if response.is_success:
+            return _decode(response, text)
+        raise status_error(response.status_code, response.headers, text, where)
+
+    def _read(self, response: httpx.Response, where: str) -> bytes:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise _too_large(where, self.max_response_bytes)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise _too_large(where, self.max_response_bytes)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+_default: HttpClient | None = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> HttpClient:
+    """The process-wide client HTTP tools share unless given their own."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = HttpClient()
+        return _default
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every credential value replaced, so an echoing server cannot leak one."""
+    for secret in secrets:
+        if len(secret) >= 4:  # shorter values would redact ordinary text
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _too_large(where: str, limit: int) -> ToolError:
+    return ToolError("tool_exception", f"{where}: the response is larger than {limit} bytes", retryable=False)
+
+
+def _decode(response: httpx.Response, text: str) -> Any:
+    if response.status_code == 204 or not text:
+        return None
+    if "json" in response.headers.get("content-type", ""):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def status_error(status: int, headers: Mapping[str, str], text: str, where: str) -> ToolError:
+    """The ToolError for a non-2xx answer (``Retry-After`` kept as ``retry_after``)."""
+    detail = _detail(text)
+    message = f"HTTP {status} from {where}" + (f": {detail}" if detail else "")
+    if 300 <= status < 400:
+        location = headers.get("location", "?")
+        return ToolError("tool_exception", f"{message} (redirect to {location} not followed)", retryable=False)
+    code = _STATUS_CODES.get(status, "upstream_error" if status >= 500 else "tool_exception")
+    retry_after = parse_retry_after(headers.get("retry-after"))
+    if retry_after is not None:  # the model sees it too, should it retry by itself later
+        message += f" (Retry-After: {retry_after:g} s)"
+    return ToolError(code, message, retry_after=retry_after)
+
+
+def _detail(text: str) -> str:
+    """What the server said: an error body's message field when it has one, else its start."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        for key in ("detail", "message", "error", "title"):
+            if isinstance(data.get(key), str | dict | list):
+                value = data[key]
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                break
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

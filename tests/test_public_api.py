@@ -1,0 +1,37 @@
+"""The public names are a contract: adding or removing one is a deliberate change made here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import codeact
+
+PUBLIC = [
+    "Budget", "CodeActAgent", "CodeError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
+    "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
+    "Runtime", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed", "Tool",
+    "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
+    "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
+    "render_stubs", "tool",
+]
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(codeact.__all__) == sorted(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(codeact, name) is not None
+
+
+def test_errors_subclass_the_nearest_builtin() -> None:
+    assert issubclass(codeact.ToolArgumentsError, ValueError)
+    assert issubclass(codeact.ToolDefinitionError, ValueError)
+    assert issubclass(codeact.SandboxUnavailable, codeact.CodeactError)
+
+
+def test_optional_extras_are_not_imported() -> None:
+    code = ("import sys, codeact\n"
+            "bad = [m for m in ('ray', 'matplotlib', 'smolagents', 'ipykernel') if m in sys.modules]\n"
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
