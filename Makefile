@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -e '.[dev,plots]'
+	$(BIN)/pip install -q -e '.[dev,plots,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)

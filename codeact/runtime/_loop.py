@@ -16,6 +16,7 @@ class LoopThread:
 
     def __init__(self, max_workers: int = 32, name: str = "codeact-tools") -> None:
         self.loop = asyncio.new_event_loop()
+        self.max_workers = max_workers
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers, thread_name_prefix=name)
         self.loop.set_default_executor(self.pool)
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)

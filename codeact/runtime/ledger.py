@@ -119,10 +119,11 @@ class CallLedger:
             return True
 
     def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
-               cached: bool = False) -> None:
+               cached: bool = False) -> bool:
+        """Record how the call ended; False (and nothing changes) if it had ended already."""
         with self._lock:
             if record.finished:
-                return
+                return False
             started = self._started.pop(record.id, time.perf_counter())
             record.duration_ms = (time.perf_counter() - started) * 1000
             record.ok = error is None
@@ -130,6 +131,7 @@ class CallLedger:
             record.error = error
             record.cached = cached
             record.finished = True
+            return True
 
     def close_pending(self, code: str, message: str) -> None:
         """End every call still in flight (the run ended before they answered)."""

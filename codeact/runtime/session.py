@@ -21,7 +21,7 @@ from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
 from ._loop import LoopThread
 from .ledger import CallLedger
-from .toolhost import PermissionHook, ToolHost
+from .toolhost import CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
@@ -76,6 +76,15 @@ class Runtime:
 
     async def arun(self, code: str, **kwargs: Any) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, **kwargs)
+
+    def map(self, code_or_fn: Any, inputs: Iterable[Any], *, concurrency: int = 4, progress: bool = False,
+            isolation: str = "auto") -> list[ExecutionResult]:
+        """One code action per input (bound as ``item``), every result in input order, failures
+        included; workers reuse warm sessions. See :func:`codeact.evals.batch.map_code`."""
+        from ..evals.batch import map_code
+
+        return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress,
+                        isolation=isolation)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self.closed:
@@ -176,11 +185,11 @@ class Session:
         host, rt = self.runtime.host, self.runtime
         seen = itertools.count(1)
 
-        def on_call(seq: int, name: str, arguments: Any, size: int) -> None:
+        def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
             if next(seen) > rt.max_calls_per_run:
                 driver.reply(seq, _refusal("permission_denied", f"more than {rt.max_calls_per_run} tool calls "
                                            "in one run; the rest are refused and not recorded"))
-                return
+                return None
             if size > rt.max_argument_bytes:
                 record = ledger.open(name[:200], {"truncated": True, "bytes": size})
                 error = ToolCallError(code="invalid_arguments", message=(
@@ -188,8 +197,8 @@ class Session:
                     "pass large data through files in the workspace"))
                 ledger.finish(record, error=error)
                 driver.reply(seq, {"ok": False, "error": error.model_dump()})
-                return
-            host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
+                return None
+            return host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
 
         return on_call
 

@@ -30,7 +30,10 @@ from ._loop import LoopThread
 from .ledger import CallLedger, CallStore, cache_key
 from .toolset import Tool, Toolset
 
-__all__ = ["READ_RESULT", "PermissionHook", "ToolHost"]
+__all__ = ["READ_RESULT", "CallDeadline", "PermissionHook", "ToolHost"]
+
+#: (monotonic deadline, what to do then): a plain call's timeout, enforced by whoever dispatched it.
+CallDeadline = tuple[float, Callable[[], None]]
 
 #: (tool name, validated arguments) → True to allow, False or a reason string to deny (may be async).
 PermissionHook = Callable[[str, dict[str, Any]], Any]
@@ -76,18 +79,26 @@ _READ_RESULT_SPEC = ToolSpec(
 
 
 class _RateLimiter:
-    """Spaces calls of one tool at least 1/rate seconds apart (waits; never fails the call)."""
+    """Lets calls of one tool start at least 1/rate seconds apart (waits; never fails the call).
+
+    Calls pass one at a time and the next slot is measured from when a call actually started, so
+    a late wake-up on a loaded machine can never bring two starts closer than the interval.
+    """
 
     def __init__(self, per_second: float) -> None:
         self.interval = 1.0 / per_second
-        self.next_free = 0.0
+        self.last_start = -float("inf")
+        self._lock: asyncio.Lock | None = None
 
-    async def wait(self) -> None:  # only ever runs on the host's loop thread, so no lock
-        now = time.monotonic()
-        slot = max(now, self.next_free)
-        self.next_free = slot + self.interval
-        if slot > now:
-            await asyncio.sleep(slot - now)
+    async def wait(self) -> None:  # only ever runs on the host's loop thread
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            delay = self.last_start + self.interval - time.monotonic()
+            while delay > 0:
+                await asyncio.sleep(delay)
+                delay = self.last_start + self.interval - time.monotonic()
+            self.last_start = time.monotonic()
 
 
 class ToolHost:
@@ -115,11 +126,64 @@ class ToolHost:
 
     # -- entry points ------------------------------------------------------------------------
     def dispatch(self, ledger: CallLedger, name: str, arguments: Any,
-                 reply: Callable[[dict[str, Any]], None]) -> None:
-        """Record the call now, run it on the loop, ``reply`` with the sandbox's payload."""
+                 reply: Callable[[dict[str, Any]], None]) -> CallDeadline | None:
+        """Record the call now, run it, ``reply`` with the sandbox's payload once.
+
+        A plain sync tool (no permission hook, rate limit, cache or retries) runs straight on a pool
+        thread, skipping two hops through the event loop; its timeout is then the caller's to
+        enforce: call the returned deadline's callback when it passes (a late answer is dropped).
+        """
         record = ledger.open(name, arguments)
+        tool = self.toolset.get(name)
+        if tool is not None and self._plain(tool):
+            self.loop.pool.submit(self._run_plain, ledger, record, tool, reply)
+            if tool.policy.timeout_s is None:
+                return None
+            return time.monotonic() + tool.policy.timeout_s, functools.partial(
+                self._expire, ledger, record, tool, reply)
         future = self.loop.submit(self.handle(ledger, record))
         future.add_done_callback(lambda _f: reply(self._payload(ledger, record)))
+        return None
+
+    def _plain(self, tool: Tool) -> bool:
+        policy = tool.policy
+        # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
+        return (tool.fn is not None and not tool.is_async and policy.permission == "allow" and self.permission is None
+                and not policy.rate_limit_per_s and not policy.cacheable and not policy.idempotent
+                and self.max_concurrency >= self.loop.max_workers)
+
+    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
+                   reply: Callable[[dict[str, Any]], None]) -> None:
+        """The fast path, on a pool thread: validate, count, run, record, reply."""
+        try:
+            try:
+                args = tool.spec.validate_arguments(record.arguments)
+            except ToolArgumentsError as exc:
+                raise ToolError("invalid_arguments", "; ".join(exc.problems)) from None
+            if not ledger.admit(tool.name, tool.policy.max_calls):
+                raise ToolError("permission_denied",
+                                f"{tool.name!r} may be called at most {tool.policy.max_calls} times per execution")
+            assert tool.fn is not None
+            try:
+                value = tool.fn(**args)
+            except ConnectionError as exc:
+                raise ToolError("upstream_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
+            done = ledger.finish(record, result=_jsonable(tool.name, value))
+        except ToolError as exc:
+            done = ledger.finish(record, error=ToolCallError(code=exc.code, message=exc.message,
+                                                             retryable=exc.retryable))
+        except Exception as exc:  # a bug in a tool: data, not a host crash
+            done = ledger.finish(record, error=ToolCallError(code="tool_exception",
+                                                             message=f"{type(exc).__name__}: {exc}"[:2000]))
+        if done:
+            reply(self._payload(ledger, record))
+
+    def _expire(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
+                reply: Callable[[dict[str, Any]], None]) -> None:
+        error = ToolCallError(code="timeout", message=f"{tool.name!r} did not answer within {tool.policy.timeout_s} s",
+                              retryable=True)
+        if ledger.finish(record, error=error):
+            reply(self._payload(ledger, record))
 
     def call(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
         """Run one call synchronously (from any thread but the loop's)."""
@@ -260,10 +324,7 @@ class ToolHost:
                 raise ToolError("timeout", f"{tool.name!r} did not answer within {tool.policy.timeout_s} s") from None
             except ConnectionError as exc:  # a Python tool's network failure: worth retrying, like HTTP's
                 raise ToolError("upstream_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
-        try:
-            return to_jsonable_python(result)
-        except Exception as exc:
-            raise ToolError("tool_exception", f"{tool.name!r} returned a value that is not JSON: {exc}") from None
+        return _jsonable(tool.name, result)
 
     # -- large results ---------------------------------------------------------------------------
     @property
@@ -305,3 +366,10 @@ class ToolHost:
             "hint": f"the result is too large to return whole; page through its JSON text with "
                     f"read_result({record.id!r}, offset, limit)",
         }}
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    try:
+        return to_jsonable_python(value)
+    except Exception as exc:
+        raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None

@@ -6,6 +6,7 @@ message is validated here; anything out of protocol kills the sandbox with a cle
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 import uuid
@@ -21,9 +22,10 @@ from .protocol import VERSION, FrameError, PeerClosed, encode
 
 __all__ = ["CallHandler", "KernelDriver", "RunOutcome"]
 
-#: (seq, tool name, arguments, frame size in bytes) → None; must not block: answer later with
-#: ``driver.reply``.
-CallHandler = Callable[[int, str, Any, int], None]
+#: (seq, tool name, arguments, frame size in bytes) → None, or a (monotonic deadline, callback)
+#: the driver calls once the deadline passes (it wakes for it while it waits for frames anyway).
+#: Must not block: answer later with ``driver.reply``.
+CallHandler = Callable[[int, str, Any, int], "tuple[float, Callable[[], None]] | None"]
 
 
 class _Strict(BaseModel):
@@ -136,8 +138,12 @@ class KernelDriver:
         except OSError:
             return self._died(interrupted=False)
         interrupted = False
+        timers: list[tuple[float, int, Callable[[], None]]] = []
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                heapq.heappop(timers)[2]()
+            remaining = deadline - now
             if remaining <= 0:
                 if interrupted:
                     self._kill()
@@ -147,7 +153,7 @@ class KernelDriver:
                 self._interrupt()
                 deadline = time.monotonic() + grace_s
                 continue
-            chan.sock.settimeout(remaining)
+            chan.sock.settimeout(min(remaining, timers[0][0] - now) if timers else remaining)
             try:
                 message = chan.recv()
             except TimeoutError:
@@ -162,7 +168,9 @@ class KernelDriver:
                     call = _Call.model_validate(message)
                 except ValidationError as exc:
                     return self._violation(f"malformed call frame: {_one_line(exc)}")
-                on_call(call.seq, call.name, call.arguments, chan.last_size)
+                timer = on_call(call.seq, call.name, call.arguments, chan.last_size)
+                if timer is not None:
+                    heapq.heappush(timers, (timer[0], call.seq, timer[1]))
             elif kind == "done":
                 try:
                     done = _Done.model_validate(message)

@@ -1,0 +1,250 @@
+"""Run every (task, mode, repeat) episode of a suite with one model and one budget.
+
+Each episode gets fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed
+after. Results go to ``OUT/results.jsonl`` as episodes finish (see :mod:`.results_store`); a re-run
+of the same directory runs only the episodes not in it. Ctrl-C stops starting new episodes, lets
+the running ones finish and keeps them; a second Ctrl-C abandons those.
+
+An exception escaping the agent is a harness failure, not a model result: it is reported, not
+recorded, so a re-run tries that episode again. ``SandboxUnavailable`` stops the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import SandboxUnavailable
+from ..runtime.session import Runtime
+from ..sandbox.base import SandboxConfig
+from ._progress import Bar, ModeRates
+from .providers import ModelProvider, ModelSpec
+from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta
+from .suite import MODES, EpisodeKey, Suite, load_suite
+
+__all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig", "RunSummary", "plan", "run_suite"]
+
+Engine = Literal["local", "ray"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a worker needs to run episodes; picklable (a Ray actor rebuilds the rest)."""
+
+    suite_ref: str
+    model: ModelSpec
+    sandbox: SandboxConfig
+    out_dir: str
+    tasks: tuple[str, ...] | None = None
+    budget: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class EpisodeFailure:
+    """An episode the harness could not finish (it will be tried again on a re-run)."""
+
+    key: EpisodeKey
+    error: str
+    fatal: bool = False
+
+
+@dataclass
+class RunSummary:
+    out_dir: Path
+    planned: int = 0
+    already_done: int = 0
+    ran: int = 0
+    failures: list[EpisodeFailure] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / RESULTS
+
+
+def plan(suite: Suite, modes: Sequence[str], repeats: int) -> list[EpisodeKey]:
+    """Every episode, interleaving modes so both see the same conditions over time."""
+    return [EpisodeKey(t.id, m, r) for r in range(repeats) for t in suite for m in modes]
+
+
+class EpisodeRunner:
+    """Runs single episodes; one per worker process (shared by its threads)."""
+
+    def __init__(self, config: RunConfig, *, suite: Suite | None = None,
+                 provider: ModelProvider | None = None) -> None:
+        self.config = config
+        self.suite = suite or load_suite(config.suite_ref, config.tasks)
+        self._own_provider = provider is None
+        self.provider = provider or config.model.open(self.suite)
+        self.traces = Path(config.out_dir) / "traces"
+        self.traces.mkdir(parents=True, exist_ok=True)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def run(self, key: EpisodeKey) -> EpisodeResult:
+        """Run one episode and grade it. Raises what the harness could not handle."""
+        from ..agent import Budget, CodeActAgent, FunctionCallingAgent
+
+        task = self.suite[key.task_id]
+        budget = Budget(**{**self.config.budget, **task.budget})
+        trace = self.traces / f"{key.task_id}__{key.mode}__{key.repeat}.jsonl"
+        toolset = task.make_tools()
+        runtime = Runtime(toolset, self.config.sandbox)
+        client = self.provider.client(key)
+        try:
+            common: dict[str, Any] = {"runtime": runtime, "budget": budget, "system_prompt": self.config.system_prompt,
+                                      "trace_path": trace, "stream": self.config.stream}
+            agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
+                     else FunctionCallingAgent(client, toolset, **common))
+            episode = agent.run(task.instruction)
+        finally:
+            runtime.close()
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+        correct = episode.status == "answered" and task.grade(episode.answer)
+        return EpisodeResult.from_episode(key, episode, correct=correct, suite=self.suite.name,
+                                          expected=task.expected, worker=self.worker)
+
+    def run_safe(self, key: EpisodeKey) -> EpisodeResult | EpisodeFailure:
+        try:
+            return self.run(key)
+        except SandboxUnavailable as exc:
+            return EpisodeFailure(key, f"sandbox unavailable: {exc}", fatal=True)
+        except Exception as exc:
+            return EpisodeFailure(key, f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        if self._own_provider:
+            self.provider.close()
+
+
+def _local(runner: EpisodeRunner, keys: Sequence[EpisodeKey], concurrency: int,
+           bar: Bar) -> Generator[EpisodeResult | EpisodeFailure, None, None]:
+    """Episodes on a thread pool; on Ctrl-C, yields what is running as it finishes."""
+    pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="codeact-eval")
+    futures: list[Future[EpisodeResult | EpisodeFailure]] = [pool.submit(runner.run_safe, k) for k in keys]
+    seen: set[int] = set()
+    try:
+        try:
+            for fut in as_completed(futures):
+                seen.add(id(fut))
+                outcome = fut.result()
+                yield outcome
+                if isinstance(outcome, EpisodeFailure) and outcome.fatal:
+                    break
+        except KeyboardInterrupt:
+            running = [f for f in futures if not f.cancel() and id(f) not in seen]
+            bar.note(f"interrupted: finishing {len(running)} running episode(s); Ctrl-C again to abandon them")
+            try:
+                for fut in as_completed(running):
+                    yield fut.result()
+            except KeyboardInterrupt:
+                pass
+            raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def run_suite(
+    suite: str | Suite,
+    model: str | ModelSpec = "scripted",
+    *,
+    out: str | Path,
+    modes: Sequence[str] = MODES,
+    repeats: int = 1,
+    concurrency: int = 4,
+    engine: Engine = "local",
+    sandbox: SandboxConfig | None = None,
+    budget: dict[str, Any] | None = None,
+    tasks: Iterable[str] | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+    provider: ModelProvider | None = None,
+    system_prompt: str | None = None,
+    stream: bool = False,
+    ray_address: str | None = None,
+    workers: int = 2,
+) -> RunSummary:
+    """Run (or resume) an experiment into ``out``; see the module docstring.
+
+    ``concurrency``: episodes at once (per worker with ``engine="ray"``, on ``workers`` actors).
+    ``limit`` runs at most that many new episodes; ``provider`` overrides the model's provider
+    (local engine only; tests use it to watch the scripted server).
+    """
+    spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
+    task_ids = tuple(tasks) if tasks is not None else None
+    suite_obj = (suite.select(task_ids) if isinstance(suite, Suite) else load_suite(suite, task_ids))
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"modes must be among {MODES}, got {list(modes)}")
+    if engine == "ray" and not suite_obj.ref:
+        raise ValueError("Ray workers load the suite themselves: give a built-in name, a path or a module "
+                         "(load_suite), not a Suite built in this process")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = RunConfig(suite_ref=suite_obj.ref or suite_obj.name, model=spec, out_dir=str(out_dir.resolve()),
+                       sandbox=sandbox or SandboxConfig(), tasks=task_ids, budget=dict(budget or {}),
+                       system_prompt=system_prompt, stream=stream)
+    meta = RunMeta(suite=suite_obj.name, suite_ref=config.suite_ref, model=spec.name, modes=list(modes),
+                   repeats=repeats, budget=config.budget, backend=config.sandbox.backend, engine=engine)
+    meta = meta.merge(RunMeta.read(out_dir))
+    meta.write(out_dir)
+
+    summary = RunSummary(out_dir=out_dir)
+    with ResultsStore(out_dir / RESULTS) as store:
+        keys = plan(suite_obj, modes, repeats)
+        done = store.done()
+        pending = [k for k in keys if k not in done]
+        summary.planned, summary.already_done = len(keys), len(keys) - len(pending)
+        if limit is not None:
+            pending = pending[: max(0, limit)]
+        rates = ModeRates(modes)
+        wanted = set(keys)
+        for r in store.results():
+            if r.key in wanted:
+                rates.add(r.mode, r.correct)
+        label = f"{suite_obj.name} · {spec.name}"
+        with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates)) as bar:
+            outcomes: Generator[EpisodeResult | EpisodeFailure, None, None]
+            if engine == "ray":
+                from .ray_engine import run_episodes
+
+                outcomes = run_episodes(config, pending, workers=workers, threads=concurrency, address=ray_address)
+            else:
+                runner = EpisodeRunner(config, suite=suite_obj, provider=provider)
+                outcomes = _local(runner, pending, concurrency, bar)
+            try:
+                _consume(outcomes, store, rates, bar, summary)
+            except KeyboardInterrupt:
+                summary.interrupted = True
+            finally:
+                outcomes.close()  # cancels what has not started (local) / stops the actors (ray)
+                if engine != "ray":
+                    runner.close()
+    fatal = [f for f in summary.failures if f.fatal]
+    if fatal:
+        raise SandboxUnavailable(fatal[0].error)
+    return summary
+
+
+def _consume(outcomes: Iterator[EpisodeResult | EpisodeFailure], store: ResultsStore, rates: ModeRates,
+             bar: Bar, summary: RunSummary) -> None:
+    for outcome in outcomes:
+        if isinstance(outcome, EpisodeFailure):
+            summary.failures.append(outcome)
+            bar.note(f"harness failure in {outcome.key}: {outcome.error}")
+            bar.advance(failed=True, status=str(rates))
+            if outcome.fatal:
+                return
+            continue
+        if store.append(outcome):
+            summary.ran += 1
+            rates.add(outcome.mode, outcome.correct)
+            bar.advance(failed=not outcome.correct, status=str(rates))

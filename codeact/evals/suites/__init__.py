@@ -1,0 +1,12 @@
+"""Built-in suites, by name: ``weather`` (the seeds' weather tasks), ``data`` (tables, loops and
+aggregation) and ``multitool`` (decoding, DNA, trade, travel, a stateful browser)."""
+
+from __future__ import annotations
+
+__all__ = ["BUILTIN"]
+
+BUILTIN: dict[str, str] = {
+    "weather": "codeact.evals.suites.weather",
+    "data": "codeact.evals.suites.data",
+    "multitool": "codeact.evals.suites.multitool",
+}
