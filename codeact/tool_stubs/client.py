@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import json
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -62,25 +61,31 @@ class ToolClient:
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool; block this thread until the host answers."""
-        _check_json(name, arguments)
         seq = next(self._seq)
         slot = _Slot()
         self._pending[seq] = slot
         try:
-            self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+            self._send_call(seq, name, arguments)
             slot.event.wait()
         finally:
             self._pending.pop(seq, None)
         return _unpack(slot.reply)
 
+    def _send_call(self, seq: int, name: str, arguments: dict[str, Any]) -> None:
+        # The frame is encoded before anything is written, so unserializable arguments fail here,
+        # in the caller's thread, with nothing sent (and JSON is produced once, not twice).
+        try:
+            self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
+
     async def acall(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool from a coroutine; the event loop runs other tasks until the host answers."""
-        _check_json(name, arguments)
         seq = next(self._seq)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[seq] = _Slot(future)
         try:
-            self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+            self._send_call(seq, name, arguments)
             reply = await future
         finally:
             self._pending.pop(seq, None)
@@ -101,11 +106,6 @@ class ToolClient:
             slot.event.set()
 
 
-def _check_json(name: str, arguments: dict[str, Any]) -> None:
-    try:
-        json.dumps(arguments, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
 
 
 def _unpack(reply: dict[str, Any] | None) -> Any:
