@@ -8,9 +8,7 @@ channel, which is a separate socket.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import asyncio
 import codecs
 import fcntl
 import json
@@ -223,7 +221,7 @@ class Kernel:
         self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
         self.running = False
         self.cell_count = 0
-        self._loop: asyncio.AbstractEventLoop | None = None  # made on first top-level await
+        self._loop: Any = None  # an asyncio loop, made (and asyncio imported) on first top-level await
         self.client = client.ToolClient(self.send)
         self.read_fds = _capture_fds()
         self.output = _Output(self.read_fds)
@@ -310,6 +308,8 @@ class Kernel:
         result = eval(code, self.namespace)
         if code.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
             if self._loop is None:
+                import asyncio
+
                 self._loop = asyncio.new_event_loop()
             result = self._loop.run_until_complete(result)
         return result
@@ -441,15 +441,30 @@ def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
             time.sleep(0.01)
 
 
+def _parse_args(argv: list[str]) -> dict[str, Any]:
+    """``--connect PATH --policy none|restricted --extra-path DIR...`` (no argparse: it costs
+    milliseconds of every sandbox start, and only the host ever writes this command line)."""
+    args: dict[str, Any] = {"connect": DEFAULT_SOCKET, "policy": "none", "extra_path": []}
+    pairs = iter(argv)
+    for flag in pairs:
+        value = next(pairs, None)
+        if value is None or flag not in ("--connect", "--policy", "--extra-path"):
+            raise SystemExit(f"usage: kernel.py [--connect PATH] [--policy none|restricted] [--extra-path DIR]; "
+                             f"got {flag!r}")
+        if flag == "--extra-path":
+            args["extra_path"].append(value)
+        else:
+            args[flag[2:]] = value
+    if args["policy"] not in ("none", "restricted"):
+        raise SystemExit(f"--policy must be none or restricted, not {args['policy']!r}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="codeact sandbox kernel")
-    parser.add_argument("--connect", default=DEFAULT_SOCKET)
-    parser.add_argument("--policy", choices=("none", "restricted"), default="none")
-    parser.add_argument("--extra-path", action="append", default=[])
-    args = parser.parse_args(argv)
-    sys.path.extend(args.extra_path)
-    sock = _connect(args.connect)
-    kernel = Kernel(protocol.FrameSocket(sock), args.policy)
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    sys.path.extend(args["extra_path"])
+    sock = _connect(args["connect"])
+    kernel = Kernel(protocol.FrameSocket(sock), args["policy"])
     kernel.serve()
 
 

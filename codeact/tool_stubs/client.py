@@ -15,14 +15,15 @@ Concurrency from code, three ways (the host runs the calls concurrently in each 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio and concurrent.futures cost tens of ms to import: a kernel starts without them
+    import asyncio
 
 
 class ToolError(Exception):
@@ -82,6 +83,8 @@ class ToolClient:
     async def acall(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool from a coroutine; the event loop runs other tasks until the host answers."""
         seq = next(self._seq)
+        import asyncio
+
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[seq] = _Slot(future)
         try:
@@ -151,7 +154,7 @@ def _async_variant(stub: types.FunctionType, acall: Callable[[str, dict[str, Any
     return variant
 
 
-def parallel(fn: Callable[[Any], Any], items: Iterable[Any], max_workers: int = 8) -> list[Any]:
+def parallel(fn: Callable[[Any], Any], items: Iterable[Any], max_workers: int = 32) -> list[Any]:
     """Call ``fn(item)`` for every item concurrently (e.g. a tool per city); results in order.
 
     An item whose call raised gets its exception object in the list, so one failure never loses
@@ -164,6 +167,8 @@ def parallel(fn: Callable[[Any], Any], items: Iterable[Any], max_workers: int = 
             return fn(item)
         except Exception as exc:
             return exc
+
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(items) or 1))) as pool:
         return list(pool.map(guarded, items))

@@ -1,0 +1,100 @@
+"""Warm ``x = 1`` in a live session, timed from the host: ``session.run`` round trip.
+
+Baselines in the same run: the same kernel as a local subprocess (the floor), and a Jupyter
+kernel (ipykernel started by ``jupyter_client.KernelManager``, blocking client ``execute`` with
+``reply=True``: the shell round trip). Blocks alternate between the three.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from codeact import Runtime
+
+from ._common import Baseline, Context, Row, med_p90, ratio
+
+TARGET_US = 100.0
+TARGET_RATIO = 3.0
+ROWS = [("warm_run", "warm `x = 1` in a live session", "µs", f"≤ {TARGET_US:g} µs, ≤ {TARGET_RATIO:g}× floor")]
+
+
+class _Jupyter:
+    """A Jupyter kernel and a blocking client; ``None`` values with a reason when unavailable."""
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import KernelManager  # peer: from the bench extra only
+
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(stderr=subprocess.DEVNULL)  # keep its TCP warning off the table
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self) -> None:
+        reply = self.kc.execute("x = 1", reply=True, timeout=30)
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(f"jupyter execute failed: {reply['content']}")
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def _block(fn: Callable[[], Any], n: int, into: list[float]) -> None:
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        into.append((time.perf_counter() - start) * 1e6)
+
+
+def measure(ctx: Context) -> list[Row]:
+    iters, blocks = ctx.n(1000, 60), ctx.n(10, 2)
+    per = iters // blocks
+    lat: dict[str, list[float]] = {"subject": [], "floor": [], "jupyter": []}
+    jupyter: _Jupyter | None = None
+    jupyter_note = "skipped in --quick" if ctx.quick else ""
+    if not ctx.quick:
+        try:
+            jupyter = _Jupyter()
+        except Exception as exc:  # not installed, or the kernel would not start
+            jupyter_note = f"n/a: {type(exc).__name__}: {exc}"[:200]
+    try:
+        with Runtime([], ctx.subject) as rt_s, Runtime([], ctx.floor) as rt_f, \
+                rt_s.session() as subject, rt_f.session() as floor:
+            runners: dict[str, Callable[[], Any]] = {"subject": lambda: subject.run("x = 1"),
+                                                     "floor": lambda: floor.run("x = 1")}
+            if jupyter is not None:
+                runners["jupyter"] = jupyter.run
+            for fn in runners.values():
+                _block(fn, 20, [])  # warm-up
+            for _ in range(blocks):
+                for name, fn in runners.items():
+                    _block(fn, per, lat[name])
+            check = subject.run("x")
+            if check.value != 1:
+                raise RuntimeError(f"the namespace did not keep x: {check.value!r}")
+    finally:
+        if jupyter is not None:
+            jupyter.close()
+    med, p90 = med_p90(lat["subject"])
+    f_med, f_p90 = med_p90(lat["floor"])
+    baselines = [Baseline("floor: local subprocess kernel", f_med, f_p90)]
+    extra: dict[str, Any] = {}
+    if lat["jupyter"]:
+        j_med, j_p90 = med_p90(lat["jupyter"])
+        baselines.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", j_med, j_p90))
+        extra["vs_jupyter"] = med / j_med
+    else:
+        baselines.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", None, None, note=jupyter_note))
+    r = ratio(med, f_med)
+    met = med <= TARGET_US and r is not None and r <= TARGET_RATIO
+    note = f"{len(lat['subject'])} runs of session.run('x = 1') from the host"
+    if "vs_jupyter" in extra:
+        note += f"; {extra['vs_jupyter']:.2f}× Jupyter"
+    return [Row(key="warm_run", measure=f"warm `x = 1` in a live {ctx.subject_label} session", unit="µs",
+                median=med, p90=p90, samples=len(lat["subject"]), baselines=baselines, ratio=r,
+                ratio_label="× floor", target=f"≤ {TARGET_US:g} µs, ≤ {TARGET_RATIO:g}× floor", met=met,
+                note=note, extra=extra)]
