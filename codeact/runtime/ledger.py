@@ -141,5 +141,12 @@ class CallLedger:
             self.finish(record, error=ToolCallError(code=code, message=message, retryable=code == "timeout"))
 
     def records(self) -> list[ToolCallRecord]:
+        """Copies of the records so far (calls may still be in flight)."""
         with self._lock:
             return [r.model_copy(deep=True) for r in self._records]
+
+    def final_records(self) -> list[ToolCallRecord]:
+        """The records themselves, shallow-copied, once every call has ended (after
+        :meth:`close_pending`): ``finish`` never changes a finished record, so no deep copy is needed."""
+        with self._lock:
+            return [r.model_copy() for r in self._records]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import threading
 import time
 import weakref
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from ..errors import SessionClosed
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
+from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
@@ -98,6 +100,7 @@ class Runtime:
             self.toolset.close()
         finally:
             self.loop.close()
+            drain_reaper()  # containers of closed sessions are removed before close returns
 
     def __enter__(self) -> Runtime:
         return self
@@ -261,7 +264,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
                          f"the run ended ({termination}) before this call finished")
     result = ExecutionResult(ok=termination == "completed", termination=termination,  # type: ignore[arg-type]
-                             error=error, calls=_bounded_records(ledger.records(), max_result_chars),
+                             error=error, calls=_bounded_records(ledger.final_records(), max_result_chars),
                              duration_ms=outcome.wall_ms,
                              state_lost=outcome.state_lost, reason=reason)
     if done is not None:
@@ -277,17 +280,25 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
 
 
 def _written_files(root: Path, since_ns: int) -> list[FileInfo]:
+    """Regular files under ``root`` modified since ``since_ns`` (symlinks are not followed)."""
     found: list[FileInfo] = []
-    if not root.is_dir():
-        return found
-    for path in sorted(root.rglob("*")):
-        if len(found) >= _MAX_FILES:
-            break
+    since = since_ns - 10_000_000  # filesystem timestamps can lag the clock by a tick
+    stack = [str(root)]
+    while stack and len(found) < _MAX_FILES:
         try:
-            st = path.lstat()
+            entries = list(os.scandir(stack.pop()))
         except OSError:
             continue
-        if path.is_file() and not path.is_symlink() and st.st_mtime_ns >= since_ns - 10_000_000:
-            found.append(FileInfo(path=str(path.relative_to(root)), size=st.st_size))
-    return found
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_mtime_ns >= since:
+                        found.append(FileInfo(path=os.path.relpath(entry.path, root), size=st.st_size))
+            except OSError:
+                continue
+    found.sort(key=lambda f: f.path)
+    return found[:_MAX_FILES]
 

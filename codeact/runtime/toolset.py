@@ -63,6 +63,8 @@ class Tool:
     spec: ToolSpec
     fn: Callable[..., Any] | None = None
     policy: ToolPolicy = field(default_factory=ToolPolicy)
+    _async: bool = field(default=False, init=False, repr=False, compare=False)
+    _async_of: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, ToolSpec):
@@ -86,7 +88,10 @@ class Tool:
         fn = self.fn
         if fn is None:
             return False
-        return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+        if self._async_of is not fn:  # inspect is slow for a per-call check: remember per fn
+            self._async, self._async_of = (
+                inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__), fn)
+        return self._async
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:

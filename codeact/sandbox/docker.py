@@ -24,6 +24,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from ..errors import SandboxUnavailable
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
+from ._reaper import reap
 from .base import ExitStatus, SandboxConfig
 from .engine import docker_client
 from .protocol import FrameSocket
@@ -188,19 +189,25 @@ class DockerSandbox:
         return self._status
 
     def close(self) -> None:
+        """Drop the channel and queue the container's removal (see ``_reaper``): returns at once."""
         if self._channel is not None:
-            self._channel.sock.close()
+            self._channel.sock.close()  # the kernel exits on EOF; the container stops with it
             self._channel = None
-        if self.container_id is not None:
-            try:
-                _client().api.remove_container(self.container_id, force=True)
-            except NotFound:
-                pass
-            except APIError as exc:
-                if exc.status_code != 409:  # removal already in progress
-                    raise
-            self.container_id = None
-        shutil.rmtree(self.session_dir, ignore_errors=True)
+        container_id, self.container_id = self.container_id, None
+        if container_id is None:
+            shutil.rmtree(self.session_dir, ignore_errors=True)
+            return
+        reap(functools.partial(_remove, container_id), self.session_dir)
+
+
+def _remove(container_id: str) -> None:
+    try:
+        _client().api.remove_container(container_id, force=True)
+    except NotFound:
+        pass
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: removal already in progress
+            raise
 
 
 def _one_line(exc: BaseException) -> str:
