@@ -217,3 +217,12 @@ def test_top_level_await_and_parallel_helper(runtime: Runtime, counter: Counter)
     """)
     assert result.ok, result.error
     assert result.value == [0.4, "Pittsburgh", "ToolError"]
+
+
+def test_lone_surrogates_do_not_kill_the_kernel(runtime: Runtime) -> None:
+    # Regression: a lone surrogate made the frame unencodable and the kernel exited.
+    with runtime.session() as session:
+        result = session.run("print('a\\ud800b')\n'x\\udc00'")
+        assert result.ok and result.stdout == "a?b\n" and result.value == "x?"
+        assert not result.state_lost and session.run("1 + 1").value == 2
+        result.model_dump_json()  # and the result itself serializes

@@ -31,7 +31,9 @@ class PeerClosed(FrameError):
 
 def encode(message: dict[str, Any]) -> bytes:
     """Serialize one message as a frame."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # "replace": a lone surrogate (print('\ud800')) becomes '?' instead of an unsendable frame.
+    body = text.encode("utf-8", "replace")
     return _HEADER.pack(len(body)) + body
 
 
