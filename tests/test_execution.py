@@ -226,3 +226,11 @@ def test_lone_surrogates_do_not_kill_the_kernel(runtime: Runtime) -> None:
         assert result.ok and result.stdout == "a?b\n" and result.value == "x?"
         assert not result.state_lost and session.run("1 + 1").value == 2
         result.model_dump_json()  # and the result itself serializes
+
+
+def test_closing_stdout_fds_leaves_the_kernel_working(runtime: Runtime) -> None:
+    # Regression: at EOF on the capture pipes the drainer thread spun forever.
+    with runtime.session() as session:
+        result = session.run("import os\nos.close(1)\nos.close(2)\nprint('still captured')")
+        assert result.ok and result.stdout == "still captured\n"
+        assert session.run("sum(range(1000))").value == 499500

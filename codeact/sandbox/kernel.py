@@ -96,14 +96,16 @@ class _Output:
             self.streams[name].add(text)
             return not self.limit_hit
 
-    def pump(self, name: str, fd: int) -> None:
-        """Move what is readable on ``fd`` into the stream (caller holds ``fd_lock``)."""
+    def pump(self, name: str, fd: int) -> bool:
+        """Move what is readable on ``fd`` into the stream (caller holds ``fd_lock``); False at EOF
+        (the code closed every write end, e.g. ``os.close(1)``)."""
         try:
             data = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
+            return True
         if data:
             self.add(name, self.decoders[name].decode(data))
+        return bool(data)
 
 
 class _Writer:
@@ -274,11 +276,13 @@ class Kernel:
 
     def _drainer(self) -> None:
         names = {fd: name for name, fd in self.read_fds.items()}
+        open_fds = set(names)
         while True:
-            readable, _, _ = select.select(list(names), [], [], 1.0)
+            readable, _, _ = select.select(list(open_fds), [], [], 1.0)
             for fd in readable:
                 with self.fd_lock:
-                    self.output.pump(names[fd], fd)
+                    if not self.output.pump(names[fd], fd):
+                        open_fds.discard(fd)  # at EOF select would report it readable forever
             if self.output.limit_hit and self.running:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.05)
