@@ -172,7 +172,7 @@ class ToolHost:
         except ToolError as exc:
             done = ledger.finish(record, error=ToolCallError(code=exc.code, message=exc.message,
                                                              retryable=exc.retryable))
-        except Exception as exc:  # a bug in a tool: data, not a host crash
+        except BaseException as exc:  # a bug in a tool (even sys.exit()): data, not a host crash
             done = ledger.finish(record, error=ToolCallError(code="tool_exception",
                                                              message=f"{type(exc).__name__}: {exc}"[:2000]))
         if done:
