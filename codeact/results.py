@@ -15,6 +15,7 @@ __all__ = [
     "ToolCallError",
     "ToolCallRecord",
     "bounded_value",
+    "oversized_json",
     "render_observation",
 ]
 
@@ -89,16 +90,26 @@ class ExecutionResult(BaseModel):
         return self.model_dump_json(**kwargs)
 
 
+def oversized_json(value: Any, limit: int) -> str | None:
+    """``value``'s JSON text if it is longer than ``limit`` characters, else None.
+
+    Scalars and short strings are answered without serializing (tool results on the hot path are
+    mostly those). May raise what ``json.dumps`` raises (e.g. on a circular structure).
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, str) and len(value) <= limit // 6:  # even fully escaped it fits
+        return None
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) > limit else None
+
+
 def bounded_value(value: Any, limit: int, label: str) -> Any:
     """``value`` if its JSON is at most ``limit`` characters, else a documented truncated view:
     ``{"truncated": True, "of": label, "total_chars": n, "preview": <the first limit/2 characters>}``.
     """
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(value, str) and len(value) <= limit // 6:  # cheap: even fully escaped it fits
-        return value
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    if len(text) <= limit:
+    text = oversized_json(value, limit)
+    if text is None:
         return value
     return {"truncated": True, "of": label, "total_chars": len(text), "preview": text[: limit // 2]}
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from ..results import ToolCallError, ToolCallRecord
 
+_MAX_MESSAGE = 4000
+
 __all__ = ["CallLedger", "CallStore", "cache_key"]
 
 #: Where a CallStore lives inside a plain cache dict handed to CallLedger (see ``CallStore.of``).
@@ -128,6 +130,9 @@ class CallLedger:
             record.duration_ms = (time.perf_counter() - started) * 1000
             record.ok = error is None
             record.result = result if error is None else None
+            if error is not None and len(error.message) > _MAX_MESSAGE:  # the message may echo the sandbox's input
+                cut = error.message[:_MAX_MESSAGE] + f"… [{len(error.message)} characters]"
+                error = error.model_copy(update={"message": cut})
             record.error = error
             record.cached = cached
             record.finished = True

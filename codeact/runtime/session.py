@@ -29,7 +29,6 @@ from .toolset import Toolset
 __all__ = ["Runtime", "Session"]
 
 _MAX_FILES = 1000
-_MAX_MESSAGE = 4000
 _MAX_VALUE_CHARS = 512 * 1024  # the kernel bounds values at 256 KiB; this is the safety net
 
 
@@ -237,11 +236,8 @@ def _refusal(code: str, message: str) -> dict[str, Any]:
 
 
 def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[ToolCallRecord]:
-    """The result's copy of the ledger, each record's size bounded (the ledger keeps everything)."""
+    """The result's copy of the ledger, each record's result bounded (the ledger keeps everything)."""
     for record in records:
-        if record.error is not None and len(record.error.message) > _MAX_MESSAGE:
-            message = record.error.message[:_MAX_MESSAGE] + f"… [{len(record.error.message)} characters]"
-            record.error = record.error.model_copy(update={"message": message})
         if record.ok and record.result is not None:
             record.result = bounded_value(record.result, max_chars, record.id)
     return records

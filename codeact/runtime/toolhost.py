@@ -15,7 +15,6 @@ import asyncio
 import copy
 import functools
 import inspect
-import json
 import random
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from ..errors import ToolArgumentsError, ToolError
-from ..results import ToolCallError, ToolCallRecord
+from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..tool_stubs import ToolSpec
 from ._loop import LoopThread
 from .ledger import CallLedger, CallStore, cache_key
@@ -353,11 +352,11 @@ class ToolHost:
         if record.name in self.builtins and record.name not in self.toolset:
             return {"ok": True, "value": record.result}  # pages are sized to fit already
         try:
-            text = json.dumps(record.result, ensure_ascii=False, default=repr)
+            text = oversized_json(record.result, self.max_result_chars)
         except (ValueError, TypeError, RecursionError) as exc:  # e.g. circular: nothing the sandbox can use
             return {"ok": False, "error": {"code": "tool_exception", "message": f"unsendable result: {exc}",
                                            "retryable": False}}
-        if len(text) <= self.max_result_chars:
+        if text is None:
             return {"ok": True, "value": record.result}
         ledger.store.keep(record.id, text)
         return {"ok": True, "value": {

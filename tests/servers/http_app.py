@@ -22,6 +22,14 @@ WEATHER = {
 }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a client that timed out
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class ApiServer:
     """Start with ``with ApiServer(token) as api:``; ``api.url`` is its base URL."""
 
@@ -32,7 +40,7 @@ class ApiServer:
         self.hit_times: dict[str, list[float]] = defaultdict(list)
         self.auth_seen: list[str] = []
         self.items: list[dict[str, Any]] = []
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="api-server", daemon=True)
 
