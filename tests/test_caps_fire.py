@@ -106,7 +106,7 @@ def test_http_path_parameters_cannot_climb_to_another_route(api: ApiServer) -> N
     with Runtime([item], LOCAL) as rt:
         result = rt.run("get_item(item_id='a/../../status/200')")
     assert len(result.calls) == 1
-    seen = [path for path in api.hits if path.startswith("/items/") or path.startswith("/status/")]
+    seen = [path for path in api.hits if path.startswith(("/items/", "/status/"))]
     assert "/status/200" not in api.hits, seen
     assert any("%2F" in path or "a/../../status" not in path for path in seen), seen
 
