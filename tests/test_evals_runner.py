@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from codeact import SandboxConfig, Toolset
-from codeact.agent._fake_wire import usage_of
-from codeact.agent.fake_server import FakeModelServer
 from codeact.evals.providers import ModelSpec, ScriptedProvider
 from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import Suite, Task, load_suite
+from codeact.testing._fake_wire import usage_of
+from codeact.testing.fake_server import FakeModelServer
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 #: The deliberate slips of the reference scripts (a competent model's typical mistakes).

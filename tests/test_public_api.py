@@ -35,3 +35,13 @@ def test_optional_extras_are_not_imported() -> None:
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_import_codeact_does_not_load_the_agent_layer() -> None:
+    code = ("import sys, codeact\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('codeact.agent', 'codeact.evals', "
+            "'codeact.cli', 'mcp'))))\n"
+            "codeact.CodeActAgent\n"
+            "print('codeact.agent' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from codeact import Runtime, SandboxConfig
 from codeact.agent import CodeActAgent, FunctionCallingAgent, ReplayModel, load_trace
-from codeact.agent.fake_server import FakeModelServer
 from codeact.cli import app
 from codeact.errors import ModelError
+from codeact.testing.fake_server import FakeModelServer
 
 from .conftest import Counter, make_tools
 from .test_code_agent import WEATHER_CODE, client_for, fenced

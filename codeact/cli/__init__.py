@@ -1,4 +1,7 @@
-"""The ``codeact`` command. Exit status: 0 ok, 1 the code failed, 2 usage error, 3 sandbox unavailable."""
+"""The ``codeact`` command. Exit status: 0 ok, 1 the code failed, 2 usage error, 3 sandbox unavailable.
+
+Floor 7 of the layers (docs/architecture.md): imports everything below, never a higher floor.
+"""
 
 from __future__ import annotations
 
