@@ -45,7 +45,8 @@ class Interrupts:
         if self.count > 1:
             abandon()
         self.event.set()
-        _say(self.message)
+        if self.message:
+            _say(self.message)
         if self.raise_first:
             raise KeyboardInterrupt
         if self.on_first is not None:

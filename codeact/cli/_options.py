@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..sandbox import SandboxConfig
 
-__all__ = ["Image", "Pip", "machine_stdout", "read_text", "sandbox_config"]
+__all__ = ["Image", "Pip", "check_sandbox", "machine_stdout", "read_text", "sandbox_config", "say_unavailable"]
 
 Image = Annotated[str | None, typer.Option("--image", help="a prepared sandbox image tag (codeact image build)")]
 Pip = Annotated[list[str] | None, typer.Option("--pip", help="a package baked into the image (repeatable; the "
@@ -45,6 +45,23 @@ def sandbox_config(backend: str, timeout: float, memory: int | None = None, *, p
         flag = _FLAGS.get(name, name)
         got = f" (got {err['input']!r})" if name and "input" in err else ""
         raise typer.BadParameter(f"{flag}: {err['msg']}{got}" if flag else str(err["msg"])) from None
+
+
+def check_sandbox(config: SandboxConfig) -> None:
+    """Raise ``SandboxUnavailable`` now if no sandbox can start (Docker: the engine answers and
+    the image exists or is built), rather than after work that costs something."""
+    if config.backend == "docker":
+        from ..sandbox.docker import sandbox_image
+
+        sandbox_image(config)
+
+
+def say_unavailable(exc: BaseException) -> None:
+    """The one line for exit status 3 (the reason said once, however often it was wrapped)."""
+    reason = str(exc)
+    while reason.startswith("sandbox unavailable: "):
+        reason = reason.removeprefix("sandbox unavailable: ")
+    print(f"codeact: sandbox unavailable: {reason}", file=sys.stderr)
 
 
 def read_text(path: Path, what: str = "file") -> str:
