@@ -89,7 +89,8 @@ class EpisodeState:
         """
         b = self.budget
         if self.turns >= b.max_turns:
-            self.stop_budget("max_turns", f"the model asked for another action after {b.max_turns} turns")
+            self.stop_budget("max_turns", "the model asked for another action after "
+                                           f"{b.max_turns} turn{'' if b.max_turns == 1 else 's'}")
         elif tool_calls is not None and len(self.records) + tool_calls > b.max_tool_calls:
             self.stop_budget("max_tool_calls", f"{len(self.records)} of {b.max_tool_calls} tool calls used, "
                                                f"{tool_calls} more asked for")

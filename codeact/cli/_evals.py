@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import SandboxUnavailable
 from ..results import ExecutionResult
@@ -114,9 +115,10 @@ def _print_modes(out: Path) -> None:
         return
     header, rows = mode_table(summarize(results, meta))
     keep = [0, 2, 3, 4, 5, 6, 7, 8, 9]
-    table = Table(*(header[i] for i in keep), title=f"{meta.suite if meta else ''} · {meta.model if meta else ''}")
+    table = Table(*(header[i] for i in keep),
+                  title=Text(f"{meta.suite if meta else ''} · {meta.model if meta else ''}"))
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
+        table.add_row(*(Text(str(row[i])) for i in keep))
     _err.print(table)
 
 
