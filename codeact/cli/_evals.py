@@ -219,7 +219,8 @@ def batch_command(
             stdout.writelines(sink.lines[i] for i in sorted(sink.lines))
     failed = sorted(sink.failed)
     shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
-    typer.echo(f"{plural(len(sink.lines), 'result')} of {len(items)}, {len(failed)} failed"
+    of = f" of {len(items)}" if len(sink.lines) != len(items) else ""
+    typer.echo(f"{plural(len(sink.lines), 'result')}{of}, {len(failed)} failed"
                + (f" (inputs {shown})" if failed else ""), err=True)
     if interrupted:
         if out is not None:
