@@ -57,10 +57,24 @@ def _usage_line(exc: click.UsageError) -> str:
     return f"{command}: {message} (see '{command} --help')"
 
 
+def _command() -> typer.core.TyperGroup:
+    """The click command of ``app``, its on/off flags shown without a value (``--json``, not
+    ``--json <bool>``: they take none)."""
+    group = typer.main.get_command(app)
+    stack = [group]
+    while stack:
+        command = stack.pop()
+        for param in command.params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+        stack.extend(getattr(command, "commands", {}).values())
+    return group  # type: ignore[return-value]
+
+
 def main() -> None:
     """Entry point: one-line errors, contract exit statuses."""
     try:
-        status = app(standalone_mode=False)
+        status = _command().main(standalone_mode=False, prog_name="codeact")
     except click.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
         sys.exit(2)
