@@ -203,6 +203,7 @@ def test_cleanup_without_engine_is_an_error() -> None:
 
 def test_exec_uses_image_flag(docker_image: str) -> None:
     ok = codeact("exec", "-", "--image", docker_image, "--json", stdin="import sys\nsys.version_info[0]")
-    assert ok.returncode == 0, ok.stderr and json.loads(ok.stdout)["value"] == 3
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["value"] == 3
     missing = codeact("exec", "-", "--image", "codeact-sandbox:does-not-exist", stdin="1")
     assert missing.returncode == 3 and missing.stderr.count("sandbox unavailable") == 1

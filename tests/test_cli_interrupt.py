@@ -229,3 +229,18 @@ def test_eval_second_sigint_abandons_and_keeps_finished(tmp_path: Path, docker_i
     assert "abandoned" in err
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert [(r["task_id"], r["correct"]) for r in rows] == [("fast", True)]
+
+
+def test_agent_sigint_during_a_model_call(tools_file: Path, tmp_path: Path) -> None:
+    marks, trace = tmp_path / "marks", tmp_path / "trace.jsonl"
+    first = "Step one.\n```python\nmark('one')\n```"
+    with FakeModelServer([first, {"delay": 120, "text": "too late"}]) as server:
+        proc = start(["agent", "Mark.", "--model", "openai:fake", "--base-url", server.openai_base_url,
+                      "--tools", str(tools_file), "--backend", "local", "--trace", str(trace)], marks)
+        wait_for(lambda: len(server.requests) >= 2, proc, "the second model call")
+        proc.send_signal(signal.SIGINT)
+        out, err = finish(proc)  # without waiting for the model's reply
+    assert "interrupted" in out and "tool calls 1" in out and "CancelledError" not in err + out
+    end = json.loads(trace.read_text().splitlines()[-1])
+    assert end["event"] == "episode_end" and end["episode"]["stop_reason"] == "interrupted"
+    assert [r["result"] for r in end["episode"]["records"]] == ["ONE"]

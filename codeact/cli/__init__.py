@@ -87,7 +87,9 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except SandboxUnavailable as exc:
-        print(f"codeact: sandbox unavailable: {exc}", file=sys.stderr)
+        from ._options import say_unavailable
+
+        say_unavailable(exc)
         sys.exit(3)
     except CodeactError as exc:
         print(f"codeact: {exc}", file=sys.stderr)
