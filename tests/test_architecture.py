@@ -52,6 +52,7 @@ KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("codeact.runtime.session", "codeact.sandbox._reaper"),
     ("codeact.runtime.openapi", "codeact.tool_stubs._schema_to_py"),
     ("codeact.cli._evals", "codeact.evals._progress"),
+    ("codeact.cli._interrupt", "codeact.sandbox._owner"),  # → a public cleanup.remove_own()
 }
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.

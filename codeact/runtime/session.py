@@ -87,6 +87,11 @@ class Runtime:
         return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress,
                         isolation=isolation)  # type: ignore[arg-type]
 
+    def interrupt(self) -> None:
+        """Interrupt the running code of every session (from any thread); see ``Session.interrupt``."""
+        for session in list(self._sessions):
+            session.interrupt()
+
     def close(self) -> None:
         if self.closed:
             return
@@ -137,6 +142,7 @@ class Session:
         self.history: list[ExecutionResult] = []
         self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
+        self._interrupted = False
 
     @property
     def workspace(self) -> Path:
@@ -163,6 +169,7 @@ class Session:
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         with self._lock:
             driver = self._ensure()
+            self._interrupted = False
             ledger = CallLedger(self.cache)
             started_ns = time.time_ns()
 
@@ -173,6 +180,8 @@ class Session:
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                                  grace_s=self.config.grace_s)
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
+            if self._interrupted and not result.ok:
+                result.termination, result.reason = "interrupted", "the run was interrupted on request"
             result.files = _written_files(driver.sandbox.workspace, started_ns)
             if outcome.state_lost:
                 self._discard()
@@ -181,6 +190,14 @@ class Session:
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    def interrupt(self) -> None:
+        """Stop the running code (from any thread): the run ends ``interrupted``, its records kept.
+        Code that catches ``KeyboardInterrupt`` runs on; does nothing when no run is in progress."""
+        driver = self._driver
+        if driver is not None and self._lock.locked():
+            self._interrupted = True
+            driver._interrupt()
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
         """Bound what the sandbox can make the host keep: calls per run and argument size."""
