@@ -3,46 +3,25 @@
 
 Per mode: success rate with a 95% Wilson interval, mean turns / model calls / tokens in and out /
 tool calls / wall time per episode, tokens per success, and error totals by layer. Per task: code
-vs JSON side by side; paired episodes (same task and repeat) give an exact McNemar test.
+vs JSON side by side with Fisher's exact test. The primary comparison has the task as its unit
+(see :mod:`.stats`); the pooled episode-level McNemar test is kept for reference only.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .results_store import EpisodeResult, RunMeta, load_run
+from .stats import fisher_exact_p, mcnemar_p, task_level_test, wilson
 
 __all__ = ["LAYERS", "ModeStats", "Report", "TaskRow", "mcnemar_p", "summarize", "wilson", "write_report"]
 
 LAYERS = ("syntax", "runtime", "tool", "budget", "model")
 PLOTS = ("success_by_mode.png", "turns_distribution.png", "tokens_per_success.png")
-
-
-def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95% by default)."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return (low, high)
-
-
-def mcnemar_p(only_a: int, only_b: int) -> float:
-    """Exact two-sided McNemar p-value from the discordant pair counts."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / float(2**n)
-    return min(1.0, 2 * tail)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -73,10 +52,16 @@ class ModeStats:
 
 @dataclass
 class TaskRow:
+    """One task: k/n per mode, mean turns and tokens, its own exact test, repeats that add nothing."""
+
     task_id: str
     success: dict[str, tuple[int, int]] = field(default_factory=dict)
     turns: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, float] = field(default_factory=dict)
+    #: Fisher's exact test of code k/n vs json k/n (None unless both modes ran the task).
+    p_value: float | None = None
+    #: Modes whose repeats of this task were identical episodes (same answer, grade and costs).
+    identical_repeats: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -129,19 +114,38 @@ def summarize(results: Sequence[EpisodeResult], meta: RunMeta | None = None) -> 
                 row.success[m] = (sum(r.correct for r in mine), len(mine))
                 row.turns[m] = _mean([r.turns for r in mine])
                 row.tokens[m] = _mean([r.tokens_in + r.tokens_out for r in mine])
+                if len(mine) > 1 and len({_signature(r) for r in mine}) == 1:
+                    row.identical_repeats.append(m)
+        if "code" in row.success and "json" in row.success:
+            row.p_value = fisher_exact_p(*row.success["code"], *row.success["json"])
         tasks.append(row)
-    return Report(meta, modes, tasks, _paired(results))
+    return Report(meta, modes, tasks, _paired(results, tasks))
 
 
-def _paired(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+def _signature(r: EpisodeResult) -> str:
+    """What makes two repeats the same episode (a deterministic model replays it exactly)."""
+    return json.dumps([r.correct, r.answer, r.status, r.turns, r.model_calls, r.tokens_in, r.tokens_out,
+                       r.tool_calls, r.errors], sort_keys=True, default=repr)
+
+
+def _paired(results: Sequence[EpisodeResult], tasks: Sequence[TaskRow]) -> dict[str, Any]:
+    """The task-level test (primary), the episode-level McNemar (reference only), identical repeats."""
+    rates = {t.task_id: (t.success["code"][0] / t.success["code"][1], t.success["json"][0] / t.success["json"][1])
+             for t in tasks if "code" in t.success and "json" in t.success}
+    paired = task_level_test(rates)
     code = {(r.task_id, r.repeat): r.correct for r in results if r.mode == "code"}
     json_ = {(r.task_id, r.repeat): r.correct for r in results if r.mode == "json"}
     pairs = [(code[k], json_[k]) for k in sorted(code.keys() & json_.keys())]
     both = sum(a and b for a, b in pairs)
     only_code = sum(a and not b for a, b in pairs)
     only_json = sum(b and not a for a, b in pairs)
-    return {"pairs": len(pairs), "both": both, "only_code": only_code, "only_json": only_json,
-            "neither": len(pairs) - both - only_code - only_json, "mcnemar_p": mcnemar_p(only_code, only_json)}
+    paired["episode_level"] = {"pairs": len(pairs), "both": both, "only_code": only_code, "only_json": only_json,
+                               "neither": len(pairs) - both - only_code - only_json,
+                               "mcnemar_p": mcnemar_p(only_code, only_json),
+                               "note": "repeats of a task are not independent; for reference only"}
+    cells = [(t.task_id, m) for t in tasks for m in t.success if t.success[m][1] > 1]
+    paired["identical_repeats"] = {"cells": sum(len(t.identical_repeats) for t in tasks), "of": len(cells)}
+    return paired
 
 
 # -- rendering -----------------------------------------------------------------------------------
@@ -170,7 +174,7 @@ def task_table(report: Report) -> tuple[list[str], list[list[str]]]:
               *(f"{m} tokens" for m in modes)]
     paired = {"code", "json"} <= set(modes)
     if paired:
-        header.append("code − json")
+        header += ["code − json", "p (Fisher exact)"]
     rows = []
     for t in report.tasks:
         cells = [t.task_id]
@@ -180,9 +184,9 @@ def task_table(report: Report) -> tuple[list[str], list[list[str]]]:
         if paired:
             if "code" in t.success and "json" in t.success:
                 diff = t.success["code"][0] / t.success["code"][1] - t.success["json"][0] / t.success["json"][1]
-                cells.append(f"{diff:+.2f}")
+                cells += [f"{diff:+.2f}", f"{t.p_value:.3f}" if t.p_value is not None else "–"]
             else:
-                cells.append("–")
+                cells += ["–", "–"]
         rows.append(cells)
     return header, rows
 
@@ -202,11 +206,21 @@ def _intro(report: Report, n: int) -> str:
 
 
 def _paired_text(p: dict[str, Any]) -> str:
-    if not p["pairs"]:
-        return "No paired code/json episodes."
-    return (f"Paired episodes (same task and repeat): {p['pairs']} — both correct {p['both']}, only code "
-            f"{p['only_code']}, only JSON {p['only_json']}, neither {p['neither']}; exact McNemar p = "
-            f"{p['mcnemar_p']:.3f}.")
+    if not p["tasks"]:
+        return "No task was run in both modes: no paired comparison."
+    e = p["episode_level"]
+    text = (f"Unit of analysis: the task ({p['tasks']} tasks run in both modes; each mode's success rate per task "
+            f"over its repeats). Code better on {p['code_better']}, JSON better on {p['json_better']}, tied on "
+            f"{p['ties']}; mean difference code − json {p['mean_difference']:+.3f} (95% CI "
+            f"[{p['ci_low']:+.3f}, {p['ci_high']:+.3f}], {p['ci_method']}); exact sign test p = "
+            f"{p['sign_test_p']:.3f}; exact Wilcoxon signed-rank p = {p['wilcoxon_p']:.3f}. "
+            f"For reference only (repeats are not independent): {e['pairs']} episode pairs (same task and "
+            f"repeat), only code {e['only_code']}, only JSON {e['only_json']}, McNemar p = {e['mcnemar_p']:.3f}.")
+    same = p["identical_repeats"]
+    if same["cells"]:
+        text += (f" Warning: in {same['cells']} of {same['of']} task × mode cells every repeat was the same "
+                 "episode (a deterministic model?): those repeats add no information.")
+    return text
 
 
 def render_markdown(report: Report, plots: Sequence[str]) -> str:
