@@ -1,0 +1,121 @@
+"""Run directories never mix configurations; provider outages are retried, not scored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codeact import SandboxConfig
+from codeact.agent.fake_server import FakeModelServer
+from codeact.evals.providers import ModelSpec
+from codeact.evals.runner import run_suite
+from codeact.evals.suite import load_suite
+
+LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
+ONE = {"tasks": ["weather.convert"], "modes": ["code"], "progress": False}
+
+
+def _lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_every_episode_records_the_fingerprint_of_run_json(tmp_path: Path) -> None:
+    run_suite("weather", out=tmp_path, sandbox=LOCAL, budget={"max_turns": 5}, **ONE)  # type: ignore[arg-type]
+    meta = json.loads((tmp_path / "run.json").read_text())
+    fp = meta["fingerprint"]
+    assert fp["suite_ref"] == "weather" and fp["model"] == "scripted" and fp["wire"] == "openai"
+    assert fp["budget"] == {"max_turns": 5} and fp["backend"] == "local" and fp["stream"] is False
+    assert fp["sandbox"]["policy"] == "none" and fp["codeact_version"] and fp["system_prompt"] is None
+    assert set(fp["tasks"]) == {"weather.convert"} and meta["tasks"] == ["weather.convert"]
+    (row,) = _lines(tmp_path)
+    assert row["fingerprint"] and len(row["fingerprint"]) == 16
+    # a resume with the same configuration is accepted and widens the plan
+    again = run_suite("weather", out=tmp_path, sandbox=LOCAL, budget={"max_turns": 5}, tasks=["weather.compare"],
+                      modes=["code"], progress=False)
+    assert again.ran == 1
+    assert json.loads((tmp_path / "run.json").read_text())["tasks"] == ["weather.convert", "weather.compare"]
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"budget": {"max_turns": 4}}, "budget.max_turns: 10 → 4"),
+    ({"sandbox": SandboxConfig(backend="docker", timeout_s=10)}, "backend: 'local' → 'docker'"),
+    ({"stream": True}, "stream: False → True"),
+    ({"system_prompt": "Be brief. {tools}"}, "system_prompt: None →"),
+    ({"model": ModelSpec("scripted", wire="anthropic")}, "wire: 'openai' → 'anthropic'"),
+])
+def test_a_resume_with_another_configuration_is_refused_with_a_one_line_diff(
+        tmp_path: Path, change: dict[str, Any], needle: str) -> None:
+    run_suite("weather", out=tmp_path, sandbox=LOCAL, budget={"max_turns": 10}, **ONE)  # type: ignore[arg-type]
+    before = (tmp_path / "results.jsonl").read_bytes(), (tmp_path / "run.json").read_bytes()
+    kwargs: dict[str, Any] = {"sandbox": LOCAL, "budget": {"max_turns": 10}, **ONE, **change}
+    with pytest.raises(ValueError) as info:
+        run_suite("weather", out=tmp_path, **kwargs)
+    message = str(info.value)
+    assert needle in message and "--force-new" in message and "\n" not in message
+    assert ((tmp_path / "results.jsonl").read_bytes(), (tmp_path / "run.json").read_bytes()) == before
+
+
+SUITE = '''
+from codeact import tool
+from codeact.evals import Task
+
+@tool
+def seven() -> int:
+    """Seven."""
+    return 7
+
+TASKS = [Task(id="seven", instruction="{instruction}", tools=lambda: [seven], expected=7,
+              scripts={{"code": ["```python\\nfinal_answer(seven())\\n```"]}})]
+'''
+
+
+def test_a_suite_file_with_the_same_name_but_other_content_is_refused(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "toy.py", tmp_path / "b" / "toy.py"
+    for path, text in ((first, "What is seven?"), (second, "What is 7?")):
+        path.parent.mkdir()
+        path.write_text(SUITE.format(instruction=text))
+    out = tmp_path / "run"
+    run_suite(str(first), out=out, modes=["code"], sandbox=LOCAL, progress=False)
+    with pytest.raises(ValueError, match="suite_ref: "):  # another file
+        run_suite(str(second), out=out, modes=["code"], sandbox=LOCAL, progress=False)
+    first.write_text(SUITE.format(instruction="What is seven, really?"))  # the same file, edited
+    load_suite.__globals__["sys"].modules.pop(next(k for k in list(load_suite.__globals__["sys"].modules)
+                                                   if k.startswith("_codeact_suite_toy_")), None)
+    with pytest.raises(ValueError, match="task content changed: seven"):
+        run_suite(str(first), out=out, modes=["code"], sandbox=LOCAL, progress=False)
+    fresh = run_suite(str(first), out=out, modes=["code"], sandbox=LOCAL, progress=False, force_new=True)
+    assert fresh.ran == 1 and fresh.set_aside is not None and (fresh.set_aside / "results.jsonl").is_file()
+    assert len(_lines(out)) == 1 and len(_lines(fresh.set_aside)) == 1
+
+
+def test_a_provider_outage_is_stored_as_retryable_and_rerun_on_resume(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    task = load_suite("weather")["weather.convert"]
+    script = list(task.scripts["code"])
+    state = {"down": True}
+
+    def answer(body: dict[str, Any], vendor: str) -> Any:
+        if state["down"]:
+            return {"http_status": 503, "message": "overloaded"}
+        turn = sum(1 for m in body["messages"] if m.get("role") == "assistant")
+        return script[turn]
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeModelServer(answer) as server:
+        spec = ModelSpec("openai:gpt-test", base_url=server.openai_base_url, max_retries=0)
+        out, kept = tmp_path / "run", tmp_path / "kept"
+        first = run_suite("weather", spec, out=out, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
+        run_suite("weather", spec, out=kept, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
+        (row,) = _lines(out)
+        assert first.ran == 1 and row["retryable"] and row["stop_reason"] == "model_error" and not row["correct"]
+        state["down"] = False
+        not_retried = run_suite("weather", spec, out=kept, sandbox=LOCAL, retry_errors=False,
+                                **ONE)  # type: ignore[arg-type]
+        retried = run_suite("weather", spec, out=out, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
+    assert (not_retried.ran, not_retried.already_done) == (0, 1)
+    assert (retried.ran, retried.retried) == (1, 1)
+    rows = _lines(out)
+    assert len(rows) == 2 and rows[-1]["correct"] and not rows[-1]["retryable"]  # the later line wins
