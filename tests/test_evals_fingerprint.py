@@ -10,6 +10,7 @@ import pytest
 
 from codeact import SandboxConfig
 from codeact.agent.fake_server import FakeModelServer
+from codeact.evals.answers import instruction
 from codeact.evals.providers import ModelSpec
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import load_suite
@@ -32,6 +33,9 @@ def test_every_episode_records_the_fingerprint_of_run_json(tmp_path: Path) -> No
     assert set(fp["tasks"]) == {"weather.convert"} and meta["tasks"] == ["weather.convert"]
     (row,) = _lines(tmp_path)
     assert row["fingerprint"] and len(row["fingerprint"]) == 16
+    assert row["answer_value"] == 20.0 and row["correct"]
+    start = json.loads((tmp_path / "traces" / "weather.convert__code__0.jsonl").read_text().splitlines()[0])
+    assert start["task"].endswith(instruction("code")) and "Celsius" in start["task"]  # asked in the protocol's form
     # a resume with the same configuration is accepted and widens the plan
     again = run_suite("weather", out=tmp_path, sandbox=LOCAL, budget={"max_turns": 5}, tasks=["weather.compare"],
                       modes=["code"], progress=False)

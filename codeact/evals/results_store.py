@@ -38,6 +38,8 @@ class EpisodeResult(BaseModel):
     suite: str = ""
     model: str = ""
     answer: Any = None
+    #: The typed value the answer was graded as (see :mod:`.answers`).
+    answer_value: Any = None
     expected: Any = None
     status: str = "error"
     stop_reason: str = ""

@@ -1,8 +1,10 @@
 """Run every (task, mode, repeat) episode of a suite with one model and one budget.
 
-Each episode gets fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed
-after. Results go to ``OUT/results.jsonl`` as episodes finish (see :mod:`.results_store`); a re-run
-of the same directory runs only the episodes not in it. Ctrl-C stops starting new episodes, lets
+Every task's instruction gets the answer-format sentence of its mode (:mod:`.answers`), and every
+episode records the typed value its answer was graded as (``answer_value``). Each episode gets
+fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed after. Results go
+to ``OUT/results.jsonl`` as episodes finish (see :mod:`.results_store`); a re-run of the same
+directory runs only the episodes not in it. Ctrl-C stops starting new episodes, lets
 the running ones finish and keeps them; a second Ctrl-C abandons those.
 
 An exception escaping the agent is a harness failure, not a model result: it is reported, not
@@ -24,9 +26,11 @@ from ..errors import SandboxUnavailable
 from ..runtime.session import Runtime
 from ..sandbox.base import SandboxConfig
 from ._progress import Bar, ModeRates
+from .answers import instruction as answer_instruction
+from .answers import to_value
 from .fingerprint import fingerprint, fingerprint_id
 from .providers import ModelProvider, ModelSpec
-from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta, record_failure
+from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta, _jsonable, record_failure
 from .suite import MODES, EpisodeKey, Suite, load_suite
 
 __all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig", "RunSummary", "plan", "run_suite"]
@@ -110,7 +114,7 @@ class EpisodeRunner:
                                       "trace_path": trace, "stream": self.config.stream}
             agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
                      else FunctionCallingAgent(client, toolset, **common))
-            episode = agent.run(task.instruction)
+            episode = agent.run(f"{task.instruction}\n\n{answer_instruction(key.mode)}")
         finally:
             runtime.close()
             close = getattr(client, "close", None)
@@ -119,7 +123,8 @@ class EpisodeRunner:
         correct = episode.status == "answered" and task.grade(episode.answer)
         return EpisodeResult.from_episode(key, episode, correct=correct, suite=self.suite.name,
                                           expected=task.expected, worker=self.worker,
-                                          fingerprint=fingerprint_id(self.config.fingerprint, key.task_id))
+                                          fingerprint=fingerprint_id(self.config.fingerprint, key.task_id),
+                                          answer_value=_jsonable(to_value(episode.answer)))
 
     def run_safe(self, key: EpisodeKey) -> EpisodeResult | EpisodeFailure:
         try:
