@@ -12,6 +12,7 @@ from codeact import SandboxConfig
 from codeact.agent.fake_server import FakeModelServer
 from codeact.evals.answers import instruction
 from codeact.evals.providers import ModelSpec
+from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import load_suite
 
@@ -115,6 +116,10 @@ def test_a_provider_outage_is_stored_as_retryable_and_rerun_on_resume(tmp_path: 
         run_suite("weather", spec, out=kept, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
         (row,) = _lines(out)
         assert first.ran == 1 and row["retryable"] and row["stop_reason"] == "model_error" and not row["correct"]
+        summary = json.loads(write_report(out, plots=False)["summary"].read_text())
+        (mode,) = summary["modes"]
+        assert (mode["provider_errors"], mode["episodes"], mode["finished"]) == (1, 0, 0)  # not scored as a failure
+        assert any("retryable provider error" in w for w in summary["meta"]["warnings"])
         state["down"] = False
         not_retried = run_suite("weather", spec, out=kept, sandbox=LOCAL, retry_errors=False,
                                 **ONE)  # type: ignore[arg-type]
@@ -123,3 +128,5 @@ def test_a_provider_outage_is_stored_as_retryable_and_rerun_on_resume(tmp_path: 
     assert (retried.ran, retried.retried) == (1, 1)
     rows = _lines(out)
     assert len(rows) == 2 and rows[-1]["correct"] and not rows[-1]["retryable"]  # the later line wins
+    again = json.loads(write_report(out, plots=False)["summary"].read_text())
+    assert (again["modes"][0]["successes"], again["modes"][0]["provider_errors"]) == (1, 0)
