@@ -130,3 +130,21 @@ def test_a_provider_outage_is_stored_as_retryable_and_rerun_on_resume(tmp_path: 
     assert len(rows) == 2 and rows[-1]["correct"] and not rows[-1]["retryable"]  # the later line wins
     again = json.loads(write_report(out, plots=False)["summary"].read_text())
     assert (again["modes"][0]["successes"], again["modes"][0]["provider_errors"]) == (1, 0)
+
+
+def test_cli_refuses_another_budget_and_force_new_starts_afresh(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    out = tmp_path / "run"
+    base = ["eval", "weather", "--out", str(out), "--tasks", "weather.convert", "--modes", "code",
+            "--backend", "local", "--policy", "none", "--no-progress"]
+    assert CliRunner().invoke(app, base).exit_code == 0
+    refused = CliRunner().invoke(app, [*base, "--max-turns", "3"])
+    assert refused.exit_code == 2 and "budget.max_turns: 10 → 3" in refused.output
+    fresh = CliRunner().invoke(app, [*base, "--max-turns", "3", "--force-new"])
+    assert fresh.exit_code == 0, fresh.output
+    assert "1 episode(s) run, 0 already done" in fresh.output and "previous contents" in fresh.output
+    assert json.loads((out / "run.json").read_text())["budget"]["max_turns"] == 3
+    assert [p.name.startswith("run.old-") for p in tmp_path.iterdir()].count(True) == 1

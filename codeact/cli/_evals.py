@@ -98,6 +98,8 @@ def eval_command(
     except (ValueError, KeyError) as exc:
         raise typer.BadParameter(str(exc).strip("'\"")) from None
     _print_modes(out)
+    if summary.set_aside is not None:
+        typer.echo(f"--force-new: the previous contents of {out} are in {summary.set_aside}", err=True)
     left = summary.planned - summary.already_done - summary.ran
     typer.echo(f"{summary.ran} episode(s) run, {summary.already_done} already done, {left} left; "
                f"results: {summary.results_path}", err=True)
