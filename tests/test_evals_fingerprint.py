@@ -148,3 +148,16 @@ def test_cli_refuses_another_budget_and_force_new_starts_afresh(tmp_path: Path) 
     assert "1 episode(s) run, 0 already done" in fresh.output and "previous contents" in fresh.output
     assert json.loads((out / "run.json").read_text())["budget"]["max_turns"] == 3
     assert [p.name.startswith("run.old-") for p in tmp_path.iterdir()].count(True) == 1
+
+
+def test_a_task_hash_is_the_same_in_another_process() -> None:
+    """A set's order changes with the hash seed; the hash must not (else every resume is refused)."""
+    import subprocess
+    import sys
+
+    code = ("from codeact.evals import Task; from codeact.evals.fingerprint import task_hash; "
+            "print(task_hash(Task(id='t', instruction='x', tools=list, expected={'alpha', 'beta', 'gamma', 'delta'})))")
+    hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout
+              for seed in (1, 2, 3, 4)}
+    assert len(hashes) == 1

@@ -56,6 +56,7 @@ CORPUS: list[tuple[str, Check, Any, bool]] = [
     ("list order counts", list_equal([12, 17, 11]), [17, 12, 11], False),
     ("list as Python text", list_equal([12, 17, 11]), "ANSWER: [12, 17, 11]", True),
     ("list from a Python literal", list_equal(["a", "b"]), "['a', 'b']", True),
+    ("exact with a set expected", exact({"Beijing", "Cairo"}), 'ANSWER: ["Cairo", "Beijing"]', True),
 ]
 
 

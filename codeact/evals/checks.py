@@ -111,6 +111,8 @@ def _same(a: Any, b: Any) -> bool:
         keys = {_norm_text(k): v for k, v in a.items()}
         other = {_norm_text(k): v for k, v in b.items()}
         return keys.keys() == other.keys() and all(_same(keys[k], other[k]) for k in keys)
+    if isinstance(b, (set, frozenset)) and isinstance(a, (list, set, frozenset)):
+        return len(a) == len(b) and {_item(x) for x in a} == {_item(y) for y in b}
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, str) and isinstance(b, str):
@@ -165,7 +167,10 @@ def exact(expected: Any) -> Check:
     def check(answer: Any) -> bool:
         return _same(decode(answer), expected)
 
-    return Check(f"exact({expected!r})", check)
+    # a set's repr changes order between processes; the checker's name (in the run fingerprint) must not
+    is_set = isinstance(expected, (set, frozenset))
+    shown = "{" + ", ".join(sorted(map(repr, expected))) + "}" if is_set else repr(expected)
+    return Check(f"exact({shown})", check)
 
 
 def numeric(expected: float, *, abs_tol: float = 1e-6, rel_tol: float = 1e-6, unit: str | None = None) -> Check:

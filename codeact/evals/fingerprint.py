@@ -26,8 +26,18 @@ __all__ = ["ANSWER_PROTOCOL", "diff", "fingerprint", "fingerprint_id", "task_has
 ANSWER_PROTOCOL = "answer-line/1"
 
 
+def _stable(value: Any) -> Any:
+    """JSON for what json cannot encode; sets sorted, since their order changes between processes."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(v) for v in value)
+    return repr(value)
+
+
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+    try:
+        text = json.dumps(value, sort_keys=True, default=_stable, ensure_ascii=False)
+    except TypeError:  # keys of mixed types cannot be sorted
+        text = json.dumps(value, default=_stable, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
