@@ -61,6 +61,8 @@ class EpisodeState:
         self.records: list[ToolCallRecord] = []
         self.errors: dict[str, int] = dict.fromkeys(ERROR_LAYERS, 0)
         self.cuts = 0
+        self.retryable = False
+        self.usage_unknown = 0
         self.outcome: tuple[EpisodeStatus, str, Any, str | None] | None = None
 
     # -- accounting ------------------------------------------------------------------------------
@@ -128,7 +130,8 @@ class EpisodeState:
                        tokens_in=self.tokens_in, tokens_out=self.tokens_out, tool_calls=len(self.records),
                        tool_errors=sum(not r.ok for r in self.records), errors=dict(self.errors),
                        wall_s=round(self.trace.elapsed(), 4), records=self.records, trace_path=trace_path,
-                       detail=detail)
+                       detail=detail, retryable=self.retryable and status == "error",
+                       usage_unknown=self.usage_unknown)
 
 
 class AgentBase(abc.ABC):
@@ -257,13 +260,15 @@ class AgentBase(abc.ABC):
             return None
         except ModelError as exc:
             state.errors["model"] += 1
-            state.trace.emit("model_error", turn=turn, call=call, message=str(exc))
+            state.trace.emit("model_error", turn=turn, call=call, message=str(exc), retryable=exc.retryable)
+            state.retryable = exc.retryable
             state.end("error", "model_error", detail=str(exc))
             return None
         finally:
             self._model_task = None
         state.tokens_in += response.usage.input_tokens
         state.tokens_out += response.usage.output_tokens
+        state.usage_unknown += not response.usage.reported
         duration_ms = round((time.perf_counter() - started) * 1000, 2)
         state.trace.emit("model_response", turn=turn, call=call, duration_ms=duration_ms,
                          response=response.model_dump(mode="json", exclude={"raw"}))

@@ -65,6 +65,10 @@ def eval_command(
     stream: Annotated[bool, typer.Option(help="stream model replies (SSE)")] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
     report: Annotated[bool, typer.Option(help="write the report when done")] = False,
+    force_new: Annotated[bool, typer.Option("--force-new", help="move OUT's old contents to OUT.old-<time> and "
+                                                                  "start afresh")] = False,
+    retry_errors: Annotated[bool, typer.Option(help="re-run episodes stored with a retryable provider error "
+                                                    "(connection, 5xx, 429)")] = True,
 ) -> None:
     """Run every (task, mode, repeat) episode of SUITE; results go to OUT/results.jsonl (resumable)."""
     from ..evals.providers import ModelSpec
@@ -87,13 +91,16 @@ def eval_command(
             summary = run_suite(suite, spec, out=out, modes=_csv(modes) or [], repeats=repeats,
                                 concurrency=concurrency, engine=engine, sandbox=config, budget=budget,  # type: ignore[arg-type]
                                 tasks=_csv(tasks), limit=limit, progress=progress, stream=stream,
-                                ray_address=ray_address, workers=workers)
+                                ray_address=ray_address, workers=workers, force_new=force_new,
+                                retry_errors=retry_errors)
     except SandboxUnavailable as exc:
         say_unavailable(exc)
         raise typer.Exit(3) from None
     except (ValueError, KeyError) as exc:
         raise typer.BadParameter(str(exc).strip("'\"")) from None
     _print_modes(out)
+    if summary.set_aside is not None:
+        typer.echo(f"--force-new: the previous contents of {out} are in {summary.set_aside}", err=True)
     left = summary.planned - summary.already_done - summary.ran
     typer.echo(f"{summary.ran} episode(s) run, {summary.already_done} already done, {left} left; "
                f"results: {summary.results_path}", err=True)
