@@ -244,3 +244,34 @@ def test_output_frames_are_refused_when_nobody_listens(rt: Runtime) -> None:
     with rt.session() as session:
         result = session.run(code)
     assert result.termination == "killed" and "did not ask for streaming" in (result.reason or "")
+
+
+def test_exec_events_prints_json_lines(backend: str, tmp_path: Any) -> None:
+    from .test_cli_exec import codeact
+
+    code = tmp_path / "action.py"
+    code.write_text("print('hi')\nw = get_weather(city='Beijing')\nprint(w['city'])\n1 / 0\n")
+    proc = codeact("exec", str(code), "--tools", "examples/weather_tools.py", "--backend", backend, "--events")
+    assert proc.returncode == 1, proc.stderr  # the code raised: exit 1, result still printed
+    events = [EVENT_ADAPTER.validate_json(line) for line in proc.stdout.splitlines()]  # every line parses
+    assert [e.type for e in events] == ["stdout", "call_started", "call_finished", "stdout", "done"]
+    done = events[-1]
+    assert isinstance(done, Done) and done.result.error is not None and done.result.error.type == "ZeroDivisionError"
+    assert done.result.stdout == "hi\nBeijing\n" and done.result.calls[0].name == "get_weather"
+
+
+def test_live_printer_shows_output_and_calls(rt: Runtime) -> None:
+    import io
+
+    from rich.console import Console
+
+    from codeact.cli._live import LivePrinter, not_yet_shown
+
+    buffer = io.StringIO()
+    printer = LivePrinter(Console(file=buffer, width=200, color_system=None))
+    with rt.session() as session:
+        result = session.run("print('hello')\nlookup('k')\ntry:\n    broken()\nexcept ToolError:\n    pass",
+                             on_event=printer)
+    text = buffer.getvalue()
+    assert text.index("hello") < text.index("→ call_") < text.index("ok \"K\"") < text.index("tool_exception")
+    assert not_yet_shown(result, printer).stdout == "" and not_yet_shown(result, None).stdout == "hello\n"

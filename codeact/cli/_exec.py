@@ -14,6 +14,7 @@ from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec, render_stubs
+from . import _live
 from ._output import print_result
 
 
@@ -71,6 +72,8 @@ def exec_command(
     timeout: Annotated[float, typer.Option(help="seconds for the whole run")] = 30.0,
     memory: Annotated[int, typer.Option(help="memory limit in MB")] = 512,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one ExecutionResult JSON")] = False,
+    events: Annotated[bool, typer.Option("--events", help="print the run's live events as JSON lines; "
+                                         "the last, 'done', holds the result")] = False,
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions."""
     from ..runtime.session import Runtime
@@ -81,15 +84,16 @@ def exec_command(
     toolset = load_toolset(tools or [], tool_spec or [])
     config = SandboxConfig(backend=backend, timeout_s=timeout, memory_mb=memory)  # type: ignore[arg-type]
     try:
-        with Runtime(toolset, config) as runtime:
-            result: ExecutionResult = runtime.run(code)
+        listener = _live.listener(events, as_json)
+        with Runtime(toolset, config) as runtime, runtime.session() as session:
+            result: ExecutionResult = session.run(code, on_event=listener)
     except SandboxUnavailable as exc:
         typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
         raise typer.Exit(3) from None
-    if as_json:
+    if as_json and not events:
         sys.stdout.write(result.model_dump_json() + "\n")
-    else:
-        print_result(result)
+    elif not events:  # with --events the last line, 'done', carried the result
+        print_result(_live.not_yet_shown(result, listener))
     raise typer.Exit(0 if result.ok else 1)
 
 
