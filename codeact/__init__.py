@@ -31,6 +31,7 @@ from .results import (
     ToolCallRecord,
     render_observation,
 )
+from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
@@ -41,6 +42,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Budget",
+    "CallFinished",
+    "CallStarted",
     "CodeActAgent",
     "CodeError",
     "CodeactError",
@@ -52,7 +55,10 @@ __all__ = [
     "HttpEndpoint",
     "HttpParam",
     "ModelError",
+    "OutputChunk",
     "ProtocolViolation",
+    "RunDone",
+    "RunEvent",
     "Runtime",
     "SandboxConfig",
     "SandboxError",

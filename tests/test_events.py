@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from codeact import Runtime, SandboxConfig, tool
-from codeact.runtime.events import EVENT_ADAPTER, CallFinished, CallStarted, Done, OutputChunk, RunEvent
+from codeact.runtime.events import EVENT_ADAPTER, CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 
 from .test_channel_hostile import FORGE
 
@@ -80,7 +80,7 @@ def test_events_arrive_while_a_slow_tool_runs(rt: Runtime, gate: Gate) -> None:
     kinds = [e.type for e in events]
     assert kinds == ["stdout", "call_started", "call_finished", "stdout", "done"]
     started, finished, done = events[1], events[2], events[-1]
-    assert isinstance(started, CallStarted) and isinstance(finished, CallFinished) and isinstance(done, Done)
+    assert isinstance(started, CallStarted) and isinstance(finished, CallFinished) and isinstance(done, RunDone)
     assert started.name == "wait_for_listener" and started.arguments == {} and started.id == finished.id
     assert finished.ok and finished.result is True and not finished.cached and finished.duration_ms > 0
     times = [e.t for e in events]
@@ -113,7 +113,7 @@ def test_stdout_chunks_in_order(rt: Runtime) -> None:
     merged = _merged(events)
     assert merged[:8] == [(name, f"{name[3:]} {i}\n") for i in range(4) for name in ("stdout", "stderr")]
     assert 2 <= len(chunks) < 300  # coalesced, not one event per print
-    assert isinstance(events[-1], Done) and sum(isinstance(e, Done) for e in events) == 1
+    assert isinstance(events[-1], RunDone) and sum(isinstance(e, RunDone) for e in events) == 1
 
 
 def test_streamed_output_is_capped_like_the_result(backend: str) -> None:
@@ -148,7 +148,7 @@ def test_stream_async(rt: Runtime) -> None:
     events = asyncio.run(main())
     assert [e.type for e in events] == ["stdout", "call_started", "call_finished", "done"]
     done = events[-1]
-    assert isinstance(done, Done) and done.result.value == 42 and done.result.stdout == "hi\n"
+    assert isinstance(done, RunDone) and done.result.value == 42 and done.result.stdout == "hi\n"
     # Events are plain JSON with a type discriminator: they round-trip through the adapter.
     for event in events:
         assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
@@ -235,7 +235,7 @@ def test_forged_output_frames_kill_a_streaming_run(rt: Runtime, frame: str, reas
         result = session.run(code, on_event=events.append)
     assert result.termination == "killed" and "protocol violation" in (result.reason or "")
     assert reason in (result.reason or "")
-    assert isinstance(events[-1], Done)
+    assert isinstance(events[-1], RunDone)
 
 
 def test_output_frames_are_refused_when_nobody_listens(rt: Runtime) -> None:
@@ -256,7 +256,7 @@ def test_exec_events_prints_json_lines(backend: str, tmp_path: Any) -> None:
     events = [EVENT_ADAPTER.validate_json(line) for line in proc.stdout.splitlines()]  # every line parses
     assert [e.type for e in events] == ["stdout", "call_started", "call_finished", "stdout", "done"]
     done = events[-1]
-    assert isinstance(done, Done) and done.result.error is not None and done.result.error.type == "ZeroDivisionError"
+    assert isinstance(done, RunDone) and done.result.error is not None and done.result.error.type == "ZeroDivisionError"
     assert done.result.stdout == "hi\nBeijing\n" and done.result.calls[0].name == "get_weather"
 
 

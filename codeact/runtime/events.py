@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..sandbox.driver import KernelDriver
     from .session import Session
 
-__all__ = ["CallFinished", "CallStarted", "Done", "EventHook", "OutputChunk", "RunEvent"]
+__all__ = ["EVENT_ADAPTER", "CallFinished", "CallStarted", "EventHook", "OutputChunk", "RunDone", "RunEvent"]
 
 
 class _Event(BaseModel):
@@ -70,14 +70,14 @@ class CallFinished(_Event):
     cached: bool = False
 
 
-class Done(_Event):
+class RunDone(_Event):
     """The run ended; ``result`` is what ``run`` returns."""
 
     type: Literal["done"] = "done"
     result: ExecutionResult
 
 
-RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | Done, Field(discriminator="type")]
+RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | RunDone, Field(discriminator="type")]
 #: Validates (or parses, with ``validate_json``) one event of any type.
 EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
 EventHook = Callable[[RunEvent], None]
@@ -166,7 +166,7 @@ def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink,
         try:
             result = session._run(code, timeout_s, sink)
             box.append(result)
-            sink.queue.put(Done(result=result, t=sink.now()))
+            sink.queue.put(RunDone(result=result, t=sink.now()))
         except BaseException as exc:  # e.g. SandboxUnavailable, SessionClosed: raised to the listener
             box.append(exc)
         finally:
