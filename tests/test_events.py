@@ -275,3 +275,44 @@ def test_live_printer_shows_output_and_calls(rt: Runtime) -> None:
     text = buffer.getvalue()
     assert text.index("hello") < text.index("→ call_") < text.index("ok \"K\"") < text.index("tool_exception")
     assert not_yet_shown(result, printer).stdout == "" and not_yet_shown(result, None).stdout == "hello\n"
+
+
+def test_both_agents_put_live_events_in_the_trace(backend: str) -> None:
+    from codeact.agent import CodeActAgent, FunctionCallingAgent, ScriptedModel
+
+    from .conftest import Counter, make_tools
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime(make_tools(Counter()), config) as runtime:
+        seen: list[dict[str, Any]] = []
+        code = "```python\nprint('looking')\nget_weather(city='Beijing')\n```"
+        CodeActAgent(ScriptedModel([code, "done"]), runtime.toolset, runtime=runtime, on_event=seen.append).run("?")
+        kinds = [e["event"] for e in seen]
+        assert kinds.index("code") < kinds.index("stdout") < kinds.index("call_started") < kinds.index(
+            "call_finished") < kinds.index("execution")
+        assert next(e for e in seen if e["event"] == "call_started")["arguments"] == {"city": "Beijing"}
+
+        seen.clear()
+        asks = {"text": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Beijing"}},
+                                           {"name": "get_weather", "arguments": {"city": "Nowhere"}}]}
+        FunctionCallingAgent(ScriptedModel([asks, "done"]), runtime.toolset, runtime=runtime,
+                             on_event=seen.append).run("?")
+        kinds = [e["event"] for e in seen]
+        assert kinds.count("call_started") == 2 and kinds.count("call_finished") == 2
+        assert kinds.index("model_response") < kinds.index("call_started") < kinds.index("tool_results")
+        assert max(i for i, k in enumerate(kinds) if k == "call_finished") < kinds.index("tool_results")
+        failed = [e for e in seen if e["event"] == "call_finished" and not e["ok"]]
+        assert len(failed) == 1 and failed[0]["error"]["code"] == "not_found"
+
+
+def test_agents_without_listeners_take_the_plain_path(backend: str) -> None:
+    from codeact.agent import CodeActAgent, ScriptedModel
+
+    from .conftest import Counter, make_tools
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime(make_tools(Counter()), config) as runtime:
+        code = "```python\nget_weather(city='Beijing')\n```"
+        episode = CodeActAgent(ScriptedModel([code, "done"]), runtime.toolset, runtime=runtime).run("?")
+    assert episode.status == "answered" and episode.tool_calls == 1
+    assert _no_event_threads()

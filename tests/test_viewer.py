@@ -58,11 +58,23 @@ def test_timeline_of_a_code_trace(hostile_trace: Path) -> None:
     first, failed = tl.spans[1], tl.spans[3]
     assert HOSTILE in first.info["stdout"] and HOSTILE in first.info["stderr"] and "print(" in first.info["code"]
     assert len(first.calls) == 1 and first.calls[0].name == "get_weather"
-    assert first.calls[0].arguments == {"city": HOSTILE} and first.calls[0].estimated
-    assert first.start <= first.calls[0].start <= first.start + first.duration
+    call = first.calls[0]
+    assert call.arguments == {"city": HOSTILE} and not call.estimated  # the trace has its live start
+    started = next(e for e in load_trace(hostile_trace) if e["event"] == "call_started")
+    assert call.start == started["t"] and first.start <= call.start <= first.start + first.duration
     assert not failed.ok and failed.info["error"]["type"] == "ZeroDivisionError"
     times = [s.start for s in tl.spans]
     assert times == sorted(times) and all(s.duration >= 0 for s in tl.spans) and tl.total > 0
+
+
+def test_call_starts_are_estimated_in_traces_without_live_events(hostile_trace: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(line + "\n" for line in hostile_trace.read_text().splitlines()
+                           if json.loads(line)["event"] not in ("call_started", "call_finished", "stdout", "stderr")))
+    tl = build_timeline(load_trace(old))
+    exec_span = tl.spans[1]
+    assert exec_span.calls[0].estimated and exec_span.calls[0].start == exec_span.start
+    assert "start estimated" in render_trace(old)
 
 
 def test_every_untrusted_text_is_escaped(hostile_trace: Path) -> None:
@@ -104,11 +116,14 @@ def test_view_cli_errors(tmp_path: Path) -> None:
 
 def test_a_trace_cut_short_still_shows(hostile_trace: Path, tmp_path: Path) -> None:
     lines = hostile_trace.read_text().splitlines()
+    first_call = next(i for i, line in enumerate(lines) if json.loads(line)["event"] == "call_started")
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("\n".join(lines[:5]) + "\n")
+    cut.write_text("\n".join(lines[:first_call + 1]) + "\n")  # killed while the first call ran
     tl = build_timeline(load_trace(cut))
     assert tl.status == "unfinished" and [s.kind for s in tl.spans] == ["model", "exec"]
-    assert tl.tool_calls == 1
+    running = tl.spans[1]
+    assert not running.ok and running.info["termination"] == "unfinished" and "print(" in running.info["code"]
+    assert tl.tool_calls == 1 and running.calls[0].name == "get_weather" and not running.calls[0].estimated
     assert 'data-status="unfinished"' in write_view(cut).read_text()
 
 

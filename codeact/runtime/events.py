@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from ..sandbox.driver import KernelDriver
     from .session import Session
 
-__all__ = ["EVENT_ADAPTER", "CallFinished", "CallStarted", "EventHook", "OutputChunk", "RunDone", "RunEvent"]
+__all__ = ["EVENT_ADAPTER", "CallFinished", "CallStarted", "EventHook", "ObservedLedger", "OutputChunk", "RunDone",
+           "RunEvent"]
 
 
 class _Event(BaseModel):
@@ -56,6 +57,10 @@ class CallStarted(_Event):
     name: str
     arguments: Any = None
 
+    @classmethod
+    def of(cls, record: ToolCallRecord, t: float) -> CallStarted:
+        return cls(id=record.id, name=record.name, arguments=record.arguments, t=t)
+
 
 class CallFinished(_Event):
     """A tool call ended (answered, failed, refused, cut off, or answered from the cache)."""
@@ -68,6 +73,11 @@ class CallFinished(_Event):
     error: ToolCallError | None = None
     duration_ms: float = 0.0
     cached: bool = False
+
+    @classmethod
+    def of(cls, record: ToolCallRecord, t: float) -> CallFinished:
+        return cls(id=record.id, name=record.name, ok=record.ok, result=record.result, error=record.error,
+                   duration_ms=record.duration_ms, cached=record.cached, t=t)
 
 
 class RunDone(_Event):
@@ -107,15 +117,13 @@ class _Sink:
             self.queue.put(OutputChunk(type=name, text=text, t=self.now()))  # type: ignore[arg-type]
 
     def started_call(self, record: ToolCallRecord) -> None:
-        self.queue.put(CallStarted(id=record.id, name=record.name, arguments=record.arguments, t=self.now()))
+        self.queue.put(CallStarted.of(record, self.now()))
 
     def finished_call(self, record: ToolCallRecord) -> None:
-        self.queue.put(CallFinished(id=record.id, name=record.name, ok=record.ok, result=record.result,
-                                    error=record.error, duration_ms=record.duration_ms, cached=record.cached,
-                                    t=self.now()))
+        self.queue.put(CallFinished.of(record, self.now()))
 
     def ledger(self, cache: dict[str, Any]) -> CallLedger:
-        return _ObservedLedger(cache, self)
+        return ObservedLedger(cache, self.started_call, self.finished_call)
 
     def cancel(self) -> None:
         """Stop the run: interrupt the code (the run then ends as usual, with its result)."""
@@ -133,27 +141,28 @@ class _Sink:
             driver._interrupt()
 
 
-class _ObservedLedger(CallLedger):
-    """A ledger that reports each call when it opens and when it ends.
+class ObservedLedger(CallLedger):
+    """A ledger that reports each call when it opens (``on_open``) and when it ends (``on_finish``).
 
     ``open`` runs on the thread that received the call before the call is dispatched, so a
-    call's ``call_started`` is always queued before its ``call_finished``.
+    call's start is always reported before its end. ``on_finish`` may run on any thread.
     """
 
-    def __init__(self, cache: dict[str, Any], sink: _Sink) -> None:
-        super().__init__(cache)
-        self._sink = sink
+    def __init__(self, cache: dict[str, Any] | None, on_open: Callable[[ToolCallRecord], None],
+                 on_finish: Callable[[ToolCallRecord], None], prefix: str = "call") -> None:
+        super().__init__(cache, prefix)
+        self._on_open, self._on_finish = on_open, on_finish
 
     def open(self, name: str, arguments: Any) -> ToolCallRecord:
         record = super().open(name, arguments)
-        self._sink.started_call(record)
+        self._on_open(record)
         return record
 
     def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
                cached: bool = False) -> bool:
         ended = super().finish(record, result=result, error=error, cached=cached)
         if ended:
-            self._sink.finished_call(record)
+            self._on_finish(record)
         return ended
 
 

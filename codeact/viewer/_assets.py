@@ -33,7 +33,7 @@ th { background: #f0f0f0; }
 .track { position: relative; height: 18px; background: #f4f4f4; border-radius: 2px; }
 .axis { position: relative; height: 16px; margin-left: 64px; font-size: .75em; color: var(--muted); }
 .axis span { position: absolute; transform: translateX(-50%); }
-.bar { position: absolute; top: 1px; height: 16px; min-width: 3px; border: 0; border-radius: 2px; padding: 0 3px;
+.bar { position: absolute; top: 1px; height: 16px; border: 0; border-radius: 2px; padding: 0; text-indent: 3px;
        font: 11px/16px system-ui, sans-serif; color: #fff; overflow: hidden; white-space: nowrap; cursor: pointer;
        text-align: left; }
 .bar.model { background: var(--model); } .bar.exec { background: var(--exec); }

@@ -61,9 +61,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def _bar(cls: str, start: float, duration: float, scale: float, text: str, title: str, target: str) -> str:
-    left = 100 * start / scale
-    width = max(100 * duration / scale, 0.4)
-    width = min(width, max(100 - left, 0.4))
+    width = min(max(100 * duration / scale, 0.5), 100.0)
+    left = min(max(100 * start / scale, 0.0), 100 - width)  # a bar never leaves its track
     return (f'<button type="button" class="bar {cls}" style="left:{left:.3f}%;width:{width:.3f}%" '
             f'title="{_e(title)}" data-target="{target}">{_e(text)}</button>')
 

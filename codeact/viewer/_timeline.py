@@ -146,6 +146,7 @@ def build_timeline(events: list[dict[str, Any]], source: str = "") -> EpisodeTim
     code: tuple[float, str] | None = None
     last_response = 0.0
     live: dict[str, float] = {}  # call id → start, from streamed call events
+    pending: dict[str, dict[str, Any]] = {}  # streamed calls of the action now running (if the trace ends)
     for event in events:
         kind, t = event.get("event"), _num(event.get("t"))
         tl.total = max(tl.total, t)
@@ -165,20 +166,30 @@ def build_timeline(events: list[dict[str, Any]], source: str = "") -> EpisodeTim
             code = (t, str(event.get("code") or ""))
         elif kind == "call_started":
             live[str(event.get("id", ""))] = t
+            pending[str(event.get("id", ""))] = {**event, "ok": False, "duration_ms": 0.0}
+        elif kind == "call_finished":
+            pending.setdefault(str(event.get("id", "")), {}).update(
+                {k: event.get(k) for k in ("ok", "error", "duration_ms", "cached")})
         elif kind == "execution":
             started, source_code = code if code is not None else (last_response, "")
             tl.spans.append(_exec_span(event, started, source_code, live))
-            code = None
+            code, pending = None, {}
         elif kind == "tool_results":
             span = Span("exec", _int(event.get("turn")), last_response, max(t - last_response, 0.0),
                         label=f"tool calls (turn {_int(event.get('turn'))})")
             span.calls = _calls(event.get("records"), (last_response, t), live)
             span.ok = all(c.ok for c in span.calls)
             tl.spans.append(span)
+            pending = {}
         elif kind in ("note", "budget"):
             tl.notes.append((t, f"{kind}: {event.get('detail') or event.get('text') or event.get('limit') or ''}"))
         elif kind == "episode_end":
             _finish(tl, _dict(event.get("episode")))
+    if code is not None:  # the trace ends while an action runs (a killed run): show what it got to
+        span = Span("exec", 0, code[0], max(tl.total - code[0], 0.0), ok=False, label="code action (unfinished)",
+                    info={"code": code[1], "termination": "unfinished"})
+        span.calls = _calls([{"id": k, **v} for k, v in pending.items()], (code[0], tl.total), live)
+        tl.spans.append(span)
     if not any(e.get("event") == "episode_end" for e in events):
         tl.turns = len({s.turn for s in tl.spans if s.kind == "exec"})
         tl.tokens_in = sum(_int(s.info.get("tokens_in")) for s in tl.spans)
