@@ -101,6 +101,7 @@ def test_view_an_eval_dir(eval_dir: Path) -> None:
     assert "Code vs JSON, per task" in page and "weather.timeout" in page
     assert 'class="bar call error' in page  # the timed-out call
     assert "error: timeout" in page
+    assert page.count('<span class="badge ok">correct</span>') == 4  # every episode's grade
 
 
 def test_view_cli_errors(tmp_path: Path) -> None:

@@ -85,8 +85,8 @@ def render_run(out_dir: str | Path, *, limit: int = 20_000) -> str:
             trace = _trace_file(out, r.trace_path)
             tl = build_timeline(load_trace(trace), trace.name) if trace else _from_result(r.model_dump())
             tl.status = r.status if tl.status == "unfinished" else tl.status
-            tl.source = f"repeat {r.repeat} · {'correct' if r.correct else 'wrong'}" + (
-                f" · {trace.name}" if trace else " · no trace")
+            tl.correct = r.correct
+            tl.source = f"repeat {r.repeat}" + (f" · {trace.name}" if trace else " · no trace")
             timelines.append(tl)
         scale = max((tl.total for tl in timelines), default=1.0)
         columns = []

@@ -182,6 +182,10 @@ def render_episode(tl: EpisodeTimeline, ids: _Ids, *, scale: float | None = None
     calls = [pair for span, cids in zip(tl.spans, call_ids, strict=True)
              for pair in zip(span.calls, cids, strict=True)]
     status = "answered" if tl.status == "answered" else "failed" if tl.status in ("error", "incomplete") else ""
+    grade = ""
+    if tl.correct is not None:
+        status = status if tl.correct else "failed"
+        grade = f' <span class="badge {"ok" if tl.correct else "err"}">{"correct" if tl.correct else "wrong"}</span>'
     model_calls = sum(s.kind == "model" for s in tl.spans)
     facts = [("turns", str(tl.turns)), ("model calls", str(model_calls)), ("tokens", f"{tl.tokens_in}→{tl.tokens_out}"),
              ("tool calls", f"{tl.tool_calls} ({tl.tool_errors} failed)"), ("wall", f"{tl.total:.2f} s")]
@@ -195,7 +199,7 @@ def render_episode(tl: EpisodeTimeline, ids: _Ids, *, scale: float | None = None
     source = f' <span class="muted">{_e(tl.source)}</span>' if tl.source else ""
     return (f'<section class="episode {status}" data-mode="{_e(tl.mode)}" data-status="{_e(tl.status)}">'
             f'<h3><span class="badge {_e(tl.mode)}">{_e(tl.mode or "?")}</span> '
-            f'<span class="badge {_e(tl.status)}">{_e(tl.status)}</span> {_e(tl.model)}{source}</h3>'
+            f'<span class="badge {_e(tl.status)}">{_e(tl.status)}</span>{grade} {_e(tl.model)}{source}</h3>'
             f'<div class="task-text">{_e(_clip(tl.task, 2000))}</div><div class="facts">{facts_html}</div>'
             f'{_timeline(tl, scale, step_ids, calls)}{notes}<ol class="steps">{steps}</ol></section>')
 

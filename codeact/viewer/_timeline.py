@@ -68,6 +68,8 @@ class EpisodeTimeline:
     spans: list[Span] = field(default_factory=list)
     notes: list[tuple[float, str]] = field(default_factory=list)
     source: str = ""
+    #: An eval's grade of the answer (None outside an eval).
+    correct: bool | None = None
 
     @property
     def calls(self) -> list[CallSpan]:
