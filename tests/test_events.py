@@ -316,3 +316,37 @@ def test_agents_without_listeners_take_the_plain_path(backend: str) -> None:
         episode = CodeActAgent(ScriptedModel([code, "done"]), runtime.toolset, runtime=runtime).run("?")
     assert episode.status == "answered" and episode.tool_calls == 1
     assert _no_event_threads()
+
+
+def test_a_stream_cancelled_before_its_run_starts_never_runs(rt: Runtime, gate: Gate) -> None:
+    with rt.session() as session:
+        busy = threading.Event()
+
+        def first_listener(event: RunEvent) -> None:
+            if isinstance(event, CallStarted):
+                busy.set()
+
+        first = threading.Thread(target=session.run, args=("wait_for_listener()",),
+                                 kwargs={"on_event": first_listener})
+        first.start()
+        assert busy.wait(60)  # the first run holds the session; a second one waits for it
+
+        async def main() -> None:
+            async def consume() -> None:
+                async for _event in session.stream("ran_second = True"):
+                    pass
+
+            task = asyncio.create_task(consume())
+            for _ in range(600):  # until the stream's run is waiting for the session
+                await asyncio.sleep(0.05)
+                if sum(t.name == "codeact-run-events" for t in threading.enumerate()) == 2:
+                    break
+            task.cancel()
+            gate.seen.set()  # now let the first run finish
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        first.join(60)
+        assert _no_event_threads() and len(session.history) == 1
+        assert session.run("'ran_second' in globals()").value is False

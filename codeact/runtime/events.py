@@ -134,11 +134,25 @@ class _Sink:
             driver._interrupt()
 
     def attach(self, driver: KernelDriver) -> None:
+        """The run is about to start on ``driver``; one cancelled already does not start."""
         with self._lock:
             self.driver = driver
-            cancelled = self.cancelled
-        if cancelled:
-            driver._interrupt()
+            if self.cancelled:
+                raise _Cancelled
+
+    def stop(self, thread: threading.Thread) -> None:
+        """Cancel and wait for the run to end. The interrupt is repeated: one that reaches the
+        kernel before it has begun running the cell is ignored there."""
+        while thread.is_alive():
+            self.cancel()
+            thread.join(_INTERRUPT_EVERY_S)
+
+
+class _Cancelled(Exception):
+    """The listener went away before the run started."""
+
+
+_INTERRUPT_EVERY_S = 0.5
 
 
 class ObservedLedger(CallLedger):
@@ -203,16 +217,13 @@ def run_with_events(session: Session, code: str, timeout_s: float | None, on_eve
     failure: BaseException | None = None
     try:
         while (event := sink.queue.get()) is not None:
-            if failure is None:
-                try:
-                    on_event(event)
-                except BaseException as exc:
-                    failure = exc
-                    sink.cancel()
+            try:
+                on_event(event)
+            except BaseException as exc:
+                failure = exc
+                break
     finally:
-        if thread.is_alive() and failure is None:  # e.g. Ctrl-C while waiting: stop the run too
-            sink.cancel()
-        thread.join()
+        sink.stop(thread)  # at once if the run ended; else (listener failed, Ctrl-C) interrupt it first
     if failure is not None:
         raise failure
     return _outcome(box)
@@ -236,5 +247,4 @@ async def stream(session: Session, code: str, timeout_s: float | None = None) ->
         _outcome(box)  # a run that could not start raises here
     finally:
         if not finished:
-            sink.cancel()
-            await asyncio.shield(asyncio.to_thread(thread.join))
+            await asyncio.shield(asyncio.to_thread(sink.stop, thread))
