@@ -134,11 +134,16 @@ class _Sink:
             driver._interrupt()
 
     def attach(self, driver: KernelDriver) -> None:
-        """The run is about to start on ``driver``; one cancelled already does not start."""
+        """The run starts on ``driver``: ``cancel`` interrupts it from now until :meth:`detach`.
+        A run cancelled already does not start."""
         with self._lock:
-            self.driver = driver
             if self.cancelled:
                 raise _Cancelled
+            self.driver = driver
+
+    def detach(self) -> None:
+        with self._lock:
+            self.driver = None
 
     def stop(self, thread: threading.Thread) -> None:
         """Cancel and wait for the run to end. The interrupt is repeated: one that reaches the
@@ -193,6 +198,7 @@ def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink,
         except BaseException as exc:  # e.g. SandboxUnavailable, SessionClosed: raised to the listener
             box.append(exc)
         finally:
+            sink.detach()
             sink.queue.put(None)
 
     thread = threading.Thread(target=work, name="codeact-run-events", daemon=True)

@@ -186,10 +186,12 @@ class Session:
 
             timeout = timeout_s or self.config.timeout_s
             if sink is not None:
-                sink.attach(driver)
+                sink.attach(driver)  # a listener may interrupt the run from here ...
             outcome = driver.run(code, on_call, timeout,
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                                  grace_s=self.config.grace_s, on_output=sink.output if sink is not None else None)
+            if sink is not None:
+                sink.detach()  # ... to here, never a later run
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
             result.files = _written_files(driver.sandbox.workspace, started_ns)
             if outcome.state_lost:
