@@ -350,3 +350,21 @@ def test_a_stream_cancelled_before_its_run_starts_never_runs(rt: Runtime, gate: 
         first.join(60)
         assert _no_event_threads() and len(session.history) == 1
         assert session.run("'ran_second' in globals()").value is False
+
+
+def test_the_host_caps_streamed_output_whatever_the_kernel_sends(backend: str) -> None:
+    # Code that finds the run id can forge output frames; the host still keeps at most output_cap.
+    code = textwrap.dedent(FORGE) + textwrap.dedent("""
+        import gc
+        kernel = next(o for o in gc.get_objects() if type(o).__name__ == 'Kernel')
+        for _ in range(3):
+            chan.sendall(frame({'type': 'output', 'id': kernel.live_id, 'chunks': [['stdout', 'z' * 700]]}))
+        print('real')
+    """)
+    config = SandboxConfig(backend=backend, output_cap=1000, policy="none")  # type: ignore[arg-type]
+    events: list[RunEvent] = []
+    with Runtime([], config) as runtime, runtime.session() as session:
+        result = session.run(code, on_event=events.append)
+    assert result.ok and result.stdout == "real\n"
+    streamed = "".join(e.text for e in events if isinstance(e, OutputChunk) and e.type == "stdout")
+    assert len(streamed) == 1000 and streamed == "z" * 1000  # forged text counted against the cap
