@@ -33,6 +33,7 @@ from .results import (
     ToolCallRecord,
     render_observation,
 )
+from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
@@ -64,6 +65,8 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Budget",
+    "CallFinished",
+    "CallStarted",
     "CodeActAgent",
     "CodeError",
     "CodeactError",
@@ -75,7 +78,10 @@ __all__ = [
     "HttpEndpoint",
     "HttpParam",
     "ModelError",
+    "OutputChunk",
     "ProtocolViolation",
+    "RunDone",
+    "RunEvent",
     "Runtime",
     "SandboxConfig",
     "SandboxError",

@@ -207,3 +207,24 @@ def test_exec_uses_image_flag(docker_image: str) -> None:
     assert json.loads(ok.stdout)["value"] == 3
     missing = codeact("exec", "-", "--image", "codeact-sandbox:does-not-exist", stdin="1")
     assert missing.returncode == 3 and missing.stderr.count("sandbox unavailable") == 1
+
+
+def test_live_lines_print_untrusted_text_verbatim() -> None:
+    import io
+
+    from rich.console import Console
+
+    from codeact.cli._live import LivePrinter
+    from codeact.results import ToolCallError
+    from codeact.runtime.events import CallFinished, CallStarted, OutputChunk
+
+    buffer = io.StringIO()
+    printer = LivePrinter(Console(file=buffer, width=200, color_system=None))
+    printer(OutputChunk(type="stdout", text="[bold]out[/x]\n", t=0.0))
+    printer(CallStarted(id="call_1", name="t[/oops]", arguments={"q": "[/x] [bold]"}, t=0.0))
+    printer(CallFinished(id="call_1", name="t[/oops]", ok=True, result="[/x]", t=0.0))
+    printer(CallFinished(id="call_2", name="t", ok=False, t=0.0,
+                         error=ToolCallError(code="[tool_exception]", message="m", retryable=False)))
+    text = buffer.getvalue()
+    for piece in ("[bold]out[/x]", "t[/oops]", "[/x] [bold]", "[tool_exception]"):
+        assert piece in text, text

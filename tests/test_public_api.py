@@ -14,6 +14,7 @@ PUBLIC = [
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",
+    "CallFinished", "CallStarted", "OutputChunk", "RunDone", "RunEvent",  # live run events
 ]
 
 

@@ -30,6 +30,7 @@ from ..runtime.toolhost import READ_RESULT
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
+from ._run_events import turn_events
 from .episode import Budget
 from .messages import Message, ModelResponse, ToolResult
 from .models.base import ModelClient, ToolChoice
@@ -118,6 +119,8 @@ class FunctionCallingAgent(AgentBase):
         if not state.take_turn(tool_calls=len(runnable)):
             return
         ledger = CallLedger(cache)  # one per turn (policies count per execution); ids unique per episode
+        if (events := turn_events(state.trace, state.turns)) is not None:
+            ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
         calls = [runtime.host.acall(ledger, host_name.get(c.name, c.name), self._paged(runtime, c.name, c.arguments))
                  for c in runnable]
         try:

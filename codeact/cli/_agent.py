@@ -79,6 +79,25 @@ class EventPrinter:
         self.console.print(Panel(Text(str(e.get("observation", ""))), title=head, title_align="left",
                                  border_style=style))
 
+    # Live events of a code action as it runs (the execution panel after them shows the observation).
+    def _stdout(self, e: dict[str, Any]) -> None:
+        self.console.out(str(e.get("text", "")), end="", style="dim", highlight=False)
+
+    def _stderr(self, e: dict[str, Any]) -> None:
+        self.console.out(str(e.get("text", "")), end="", style="dim yellow", highlight=False)
+
+    def _call_started(self, e: dict[str, Any]) -> None:
+        if self.mode == "code":
+            self.console.print(f"[dim]→ {_short(e.get('name'))}({_short(e.get('arguments'), 60)})[/dim]",
+                               highlight=False)
+
+    def _call_finished(self, e: dict[str, Any]) -> None:
+        if self.mode == "code":
+            err = e.get("error") or {}
+            how = "[green]ok[/green]" if e.get("ok") else f"[red]{_short(err.get('code'))}[/red]"
+            took = f"{e.get('duration_ms', 0):.0f} ms"
+            self.console.print(f"[dim]← {_short(e.get('name'))}[/dim] {how} [dim]{took}[/dim]", highlight=False)
+
     def _tool_results(self, e: dict[str, Any]) -> None:
         for record in e.get("records") or []:
             if record.get("ok"):

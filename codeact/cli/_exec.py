@@ -13,6 +13,7 @@ from ..errors import SandboxUnavailable, ToolDefinitionError
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..tool_stubs import ToolSpec, render_stubs
+from . import _live
 from ._interrupt import EXIT_INTERRUPTED, interrupts
 from ._options import Image, Pip, decode, machine_stdout, read_text, sandbox_config
 from ._output import print_result
@@ -80,6 +81,8 @@ def exec_command(
     image: Image = None,
     pip: Pip = None,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one ExecutionResult JSON")] = False,
+    events: Annotated[bool, typer.Option("--events", help="print the run's live events as JSON lines; "
+                                         "the last, 'done', holds the result")] = False,
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
 
@@ -89,19 +92,22 @@ def exec_command(
 
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
     code = _read_code(file)
+    live = sys.stdout.isatty() and sys.stderr.isatty()  # asked before stdout is set aside
     with machine_stdout() as out:
+        listener = _live.listener(events, as_json, out, live=live)
         toolset = load_toolset(tools or [], tool_spec or [])
         runtime = Runtime(toolset, config)
         try:
             with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close
-                result: ExecutionResult = runtime.run(code)
+                with runtime.session() as session:
+                    result: ExecutionResult = session.run(code, on_event=listener)
         except SandboxUnavailable as exc:
             typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
             raise typer.Exit(3) from None
-        if as_json:
+        if as_json and not events:
             out.write(result.model_dump_json() + "\n")
-        else:
-            print_result(result, out)
+        elif not events:  # with --events the last line, 'done', carried the result
+            print_result(_live.not_yet_shown(result, listener), out)
     if stop.requested:
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(0 if result.ok else 1)

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -21,7 +21,9 @@ from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
+from . import events as _events
 from ._loop import LoopThread
+from .events import EventHook, RunEvent
 from .ledger import CallLedger
 from .toolhost import CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
@@ -163,22 +165,40 @@ class Session:
             self._ensure()
         return self
 
-    def run(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
-        """Run one code action; never raises for anything the code does."""
+    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None) -> ExecutionResult:
+        """Run one code action; never raises for anything the code does.
+
+        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread.
+        """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if on_event is not None:
+            return _events.run_with_events(self, code, timeout_s, on_event)
+        return self._run(code, timeout_s, None)
+
+    def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
+        """``async for event in session.stream(code)``: the run's live events, ``done`` last."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        return _events.stream(self, code, timeout_s)
+
+    def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:
             driver = self._ensure()
             self._interrupted = False
-            ledger = CallLedger(self.cache)
+            ledger = CallLedger(self.cache) if sink is None else sink.ledger(self.cache)
             started_ns = time.time_ns()
 
             on_call = self._call_handler(driver, ledger)
 
             timeout = timeout_s or self.config.timeout_s
+            if sink is not None:
+                sink.attach(driver)  # a listener may interrupt the run from here ...
             outcome = driver.run(code, on_call, timeout,
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                                 grace_s=self.config.grace_s)
+                                 grace_s=self.config.grace_s, on_output=sink.output if sink is not None else None)
+            if sink is not None:
+                sink.detach()  # ... to here, never a later run
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
             if self._interrupted and not result.ok:
                 result.termination, result.reason = "interrupted", "the run was interrupted on request"
