@@ -67,6 +67,8 @@ ESCAPES = [
     ("import asyncio\nimport asyncio.subprocess", "asyncio.subprocess"),
     ("import asyncio\nasync def f():\n    return 1\nt = asyncio.ensure_future(f())\nt.get_loop()", "get_loop"),
     ("import contextlib\ncontextlib.chdir('/')", "chdir"),
+    ("import asyncio\nclass Q(asyncio.Queue):\n    pass\nasync def f():\n    q = Q()\n    await q.put(1)\n    return q._loop\nawait f()",
+     "_loop"),
     ("import json.tool", "json.tool"),
     ("from . import x", "is not allowed"),
     # __builtins__ and the guards themselves

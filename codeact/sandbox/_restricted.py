@@ -117,7 +117,14 @@ def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
     value = getattr(obj, name, *default)
     if isinstance(value, types.ModuleType) and not isinstance(value, _modules.ModuleView):
         return _modules.view(value)
+    if name.startswith("_") and _is_event_loop(value):  # e.g. a subclass of asyncio.Queue's _loop
+        raise _refuse(obj, name)
     return value
+
+
+def _is_event_loop(value: Any) -> bool:
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(value, asyncio.AbstractEventLoop)
 
 
 _READABLE_DUNDERS = frozenset(
