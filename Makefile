@@ -28,6 +28,7 @@ run: image
 	@$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py --json | $(BIN)/python -m json.tool
 
 test: image
+	./scripts/ensure-bwrap.sh
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: install
