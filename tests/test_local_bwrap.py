@@ -160,3 +160,17 @@ def test_bwrap_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
 def test_bwrap_is_for_the_local_backend() -> None:
     with pytest.raises(ValueError, match="local backend"):
         SandboxConfig(backend="docker", isolation="bwrap")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_inputs_are_readable_not_writable(isolation: str, tmp_path: Path) -> None:
+    if isolation == "bwrap":
+        _bwrap_or_skip()
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n1,2\n")
+    config = SandboxConfig(backend="local", isolation=isolation)  # type: ignore[arg-type]
+    with Runtime([], config) as rt, rt.session(inputs={"data.csv": data}) as s:
+        assert s.run("open('inputs/data.csv').read()").value == "a,b\n1,2\n"
+        result = s.run("open('inputs/data.csv', 'a').write('x')")
+        assert result.error is not None and result.error.type == "PolicyViolation"
+    assert data.read_text() == "a,b\n1,2\n"

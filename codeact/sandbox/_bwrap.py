@@ -76,6 +76,20 @@ def _ro_binds() -> list[str]:
     return args
 
 
+def input_targets(workspace: Path) -> list[Path]:
+    """Host files the session's ``inputs/`` links point at (bound read-only at the same path)."""
+    folder = workspace / "inputs"
+    if not folder.is_dir():
+        return []
+    targets = []
+    for link in folder.iterdir():
+        if link.is_symlink():
+            target = link.resolve()
+            if target.exists() and not target.is_relative_to(workspace):
+                targets.append(target)
+    return targets
+
+
 def bwrap_command(
     kernel_argv: list[str], *, kernel_dir: Path, workspace: Path, session_dir: Path, extra_path: str | None
 ) -> list[str]:
@@ -97,6 +111,8 @@ def bwrap_command(
         "--bind", str(workspace), str(workspace),  # which may lie inside it)
         "--chdir", str(workspace),
     ]
+    for target in input_targets(workspace):
+        args += ["--ro-bind", str(target), str(target)]
     if extra_path is not None:  # RestrictedPython's package directory, alone
         args += ["--ro-bind", extra_path, f"{EXTRA_DIR}/{Path(extra_path).name}"]
     return [*args, "--remount-ro", "/", "--", *kernel_argv]

@@ -90,21 +90,29 @@ def _refuse(obj: Any, name: str) -> PolicyViolation:
     )
 
 
+def _readable(obj: Any, name: str) -> bool:
+    if name in DENIED_ATTRIBUTES or name == "get_loop":
+        return False
+    if not name.startswith("_"):
+        return True
+    if name == "__dict__":
+        return _user_class(obj) or _user_class(type(obj))
+    if is_dunder(name):
+        return name in _READABLE_DUNDERS
+    return _private_allowed(obj, name)
+
+
 def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
     """``obj.name`` and ``getattr()`` under the policy."""
+    if type(name) is str and name[:1] != "_" and name not in _SPECIAL and type(obj) is not _ModuleView:
+        value = getattr(obj, name, *default)  # the hot path: an ordinary public attribute
+        if isinstance(value, types.ModuleType) and type(value) is not _ModuleView:
+            return _modules.view(value)
+        return value
     if type(name) is not str:
         return getattr(obj, name, *default)  # CPython's own TypeError
-    if name in DENIED_ATTRIBUTES or name == "get_loop":
+    if not _readable(obj, name):
         raise _refuse(obj, name)
-    if name.startswith("_"):
-        if name == "__dict__":
-            if not (_user_class(obj) or _user_class(type(obj))):
-                raise _refuse(obj, name)
-        elif is_dunder(name):
-            if name not in _READABLE_DUNDERS:
-                raise _refuse(obj, name)
-        elif not _private_allowed(obj, name):
-            raise _refuse(obj, name)
     if name in ("format", "format_map") and (isinstance(obj, str) or obj is str):
         return _str_method(obj, name)
     if type(obj) is _modules.ModuleView:
@@ -127,6 +135,8 @@ def _is_event_loop(value: Any) -> bool:
     return asyncio is not None and isinstance(value, asyncio.AbstractEventLoop)
 
 
+_ModuleView = _modules.ModuleView
+_SPECIAL = DENIED_ATTRIBUTES | {"get_loop", "format", "format_map"}
 _READABLE_DUNDERS = frozenset(
     "__name__ __qualname__ __doc__ __module__ __class__ __annotations__ __len__ __iter__ __next__ "
     "__enter__ __exit__ __init__ __str__ __repr__ __eq__ __hash__ __call__ __getitem__ __setitem__ "
@@ -226,9 +236,13 @@ def _open(file: Any, mode: str = "r", buffering: int = -1, encoding: str | None 
     """``open()`` confined to the scratch directory (the kernel's working directory)."""
     if not isinstance(file, (str, bytes, os.PathLike)) or opener is not None or not closefd:
         raise PolicyViolation("open() takes a path inside the scratch directory under the restricted policy")
-    path = os.path.realpath(os.fsdecode(file))
-    if path != _ROOT and not path.startswith(_ROOT + os.sep):
-        raise PolicyViolation(f"open({os.fsdecode(file)!r}): outside the scratch directory (restricted policy)")
+    name = os.fsdecode(file)
+    # Inside the scratch directory by name, and by target too unless reading: the host's links
+    # there (a session's inputs/) may point outside; the code itself cannot make links.
+    reading = not any(flag in mode for flag in "wax+")
+    for path in (os.path.abspath(name), None if reading else os.path.realpath(name)):
+        if path is not None and path != _ROOT and not path.startswith(_ROOT + os.sep):
+            raise PolicyViolation(f"open({name!r}): outside the scratch directory (restricted policy)")
     return builtins.open(file, mode, buffering, encoding, errors, newline)
 
 
