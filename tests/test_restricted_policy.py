@@ -6,6 +6,9 @@ policy does not define: NameError), never kill the kernel: the session stays usa
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -171,3 +174,14 @@ def test_open_inside_the_scratch_directory(restricted: Runtime) -> None:
 def test_policy_errors_have_line_numbers(restricted: Runtime) -> None:
     result = restricted.run("a = 1\nb = 2\nc = a.__globals__\n")
     assert result.error is not None and result.error.lineno == 3
+
+
+def test_cli_print_example_from_the_issue() -> None:
+    """``printf 'x = 1\\nprint("a")\\n' | codeact exec - --backend local`` prints ``a``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "codeact.cli", "exec", "-", "--backend", "local", "--json"],
+        input='x = 1\nprint("a")\n', capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["ok"] and result["stdout"] == "a\n", result

@@ -14,7 +14,8 @@ __all__ = ["ExitStatus", "Sandbox", "SandboxConfig"]
 
 
 class SandboxConfig(BaseModel):
-    """Where and under which limits code runs. Docker is the isolation; ``local`` is not."""
+    """Where and under which limits code runs. Docker is the isolation; ``local`` is bubblewrap's
+    namespaces where bwrap works (``isolation``), else a plain subprocess (not a boundary)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
