@@ -3,7 +3,7 @@
 ``bwrap`` (Debian's ``bubblewrap``) starts the kernel in new user, pid, network, ipc, uts and
 cgroup namespaces. Its filesystem is an empty root with, read-only, the system directories
 (``/usr``, ``/bin``, ``/lib*``, the dynamic loader's config, the time zone), the interpreter's
-prefix, the kernel files and RestrictedPython; the session's scratch directory is the only
+prefix (and its venv's), the kernel files and RestrictedPython; the session's scratch directory is the only
 writable place, and the channel's directory the only other path from the host. There is no
 network but a loopback interface, no host process is visible, and the kernel dies with its parent.
 """
@@ -64,9 +64,11 @@ def resolve_isolation(isolation: str) -> str:
     return "bwrap" if bwrap_status()[0] else "none"
 
 
-def interpreter() -> tuple[str, str]:
-    """The real interpreter (not a venv's link to it) and its prefix, bound into the sandbox."""
-    return os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix)
+def interpreter() -> tuple[str, list[str]]:
+    """The interpreter (a venv's, as the plain local kernel uses) and the prefixes bound read-only
+    so that it runs: the venv's (its site-packages, for policy="none") and the base installation's."""
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return sys.executable, sorted(prefixes)
 
 
 def _ro_binds() -> list[str]:
@@ -97,14 +99,14 @@ def bwrap_command(
     path = bwrap_path()
     if path is None:
         raise FileNotFoundError("bwrap is not installed")
-    _exe, prefix = interpreter()
+    _exe, prefixes = interpreter()
     args = [
         path,
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--hostname", "codeact-sandbox",
         "--cap-drop", "ALL", "--disable-userns",
         *_ro_binds(),
-        "--ro-bind", prefix, prefix,
+        *[arg for prefix in prefixes for arg in ("--ro-bind", prefix, prefix)],
         "--ro-bind", str(kernel_dir), KERNEL_DIR,
         "--proc", "/proc", "--dev", "/dev",
         "--ro-bind", str(session_dir), str(session_dir),  # the channel's socket (before the workspace:

@@ -30,6 +30,9 @@ RESERVED_NAMES = frozenset(
 #: Dunder names the code may read as plain names (``if __name__ == "__main__":``).
 READABLE_DUNDER_NAMES = frozenset({"__name__", "__doc__", "__annotations__"})
 
+#: Dunder names any scope may bind (module metadata the runtime never reads).
+STORABLE_DUNDER_NAMES = frozenset({"__all__", "__version__", "__author__", "__doc__"})
+
 #: Dunder names a class body may bind besides dunder methods.
 CLASS_DUNDER_NAMES = frozenset({"__slots__", "__hash__", "__doc__", "__annotations__"})
 
@@ -72,7 +75,9 @@ class CodeactTransformer(RestrictingNodeTransformer):  # type: ignore[misc]
             self.error(node, f'"{name}" is a reserved name under the restricted policy.')
         elif is_dunder(name):
             store = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
-            if allow_magic_methods or (self._in_class_body and name in CLASS_DUNDER_NAMES):
+            if allow_magic_methods or name in STORABLE_DUNDER_NAMES:
+                return
+            if self._in_class_body and name in CLASS_DUNDER_NAMES:
                 return
             if store or name not in READABLE_DUNDER_NAMES:
                 self.error(node, f'"{name}" is an invalid variable name under the restricted policy.')

@@ -82,7 +82,7 @@ class ModuleView(types.ModuleType):
     __delattr__ = __setattr__  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<module {self.__name__!r}>"
+        return repr(_REAL[id(self)])
 
     def __dir__(self) -> list[str]:
         real = _REAL[id(self)]

@@ -81,7 +81,7 @@ class LocalSandbox:
         ok, reason = _bwrap.bwrap_status()
         if not ok:
             raise SandboxUnavailable(f"isolation='bwrap': {reason}")
-        exe, _prefix = _bwrap.interpreter()
+        exe, _prefixes = _bwrap.interpreter()
         cmd = [exe, "-E", "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
                "--connect", str(socket_path), "--policy", policy]
         extra = None
