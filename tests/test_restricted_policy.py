@@ -47,6 +47,11 @@ ESCAPES = [
     ('str.format("{0.__class__.__bases__}", 1)', "__bases__"),
     ('fmt = "{0.__globals__}".format\nfmt(lambda: 0)', "__globals__"),
     ("import string\nstring.Formatter().format('{0.__class__}', 1)", "Formatter"),
+    ("class S(str):\n    pass\nS.format('{0.__class__.__base__}', 1)", "__base__"),
+    ("class S(str):\n    pass\nsuper(S, S('{0.__class__.__base__}')).format(1)", "__base__"),
+    ("import operator\noperator.methodcaller('format', 1)('{0.__class__.__base__}')", "__base__"),
+    ("import asyncio\nasyncio.current_task().get_stack()", "get_stack"),
+    ("import base64\nbase64.main()", "base64.main"),
     ("from string import Formatter", "Formatter"),
     # imports outside the allowlist, and through allowed modules
     ("__import__('os')", "__import__"),

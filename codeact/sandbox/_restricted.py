@@ -113,8 +113,8 @@ def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
         return getattr(obj, name, *default)  # CPython's own TypeError
     if not _readable(obj, name):
         raise _refuse(obj, name)
-    if name in ("format", "format_map") and (isinstance(obj, str) or obj is str):
-        return _str_method(obj, name)
+    if name in ("format", "format_map"):
+        return _str_method(getattr(obj, name, *default))
     if type(obj) is _modules.ModuleView:
         try:
             return _modules.module_attribute(obj, name)
@@ -222,11 +222,16 @@ def _safe_format_map(template: str, mapping: Any, /) -> str:
     return _FORMATTER.vformat(template, (), mapping)
 
 
-def _str_method(obj: Any, name: str) -> Any:
-    fn = _safe_format if name == "format" else _safe_format_map
-    if obj is str:
-        return fn
-    return types.MethodType(fn, obj)
+_UNSAFE_FORMAT = {str.format: _safe_format, str.format_map: _safe_format_map}
+
+
+def _str_method(value: Any) -> Any:
+    """``str.format``/``format_map`` however reached (an instance, ``str``, a subclass, ``super()``)
+    becomes the safe version; anything else of that name is left alone."""
+    if isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, str):
+        safe = _UNSAFE_FORMAT.get(getattr(str, value.__name__, None))  # type: ignore[arg-type]
+        return value if safe is None else types.MethodType(safe, value.__self__)
+    return _UNSAFE_FORMAT.get(value, value) if type(value) is types.MethodDescriptorType else value
 
 
 # -- guarded builtins -------------------------------------------------------------------------
@@ -301,9 +306,9 @@ def _attrgetter(*names: str) -> Any:
 
 
 def _methodcaller(name: str, /, *args: Any, **kwargs: Any) -> Any:
-    if name.startswith("_"):
-        raise PolicyViolation(f"operator.methodcaller({name!r}) is not allowed by the restricted policy")
-    return operator.methodcaller(name, *args, **kwargs)
+    if not isinstance(name, str):
+        raise TypeError("method name must be a string")
+    return lambda obj: guarded_getattr(obj, name)(*args, **kwargs)
 
 
 _modules.override("operator", "attrgetter", _attrgetter)

@@ -47,7 +47,8 @@ READABLE_DUNDER_ATTRIBUTES = frozenset(
 DENIED_ATTRIBUTES = INSPECT_ATTRIBUTES | frozenset(
     "mro func_globals func_code f_trace cr_origin __globals__ __code__ __closure__ __builtins__ "
     "__subclasses__ __bases__ __base__ __mro__ __getattribute__ __reduce__ __reduce_ex__ "
-    "__self__ __func__ __objclass__ __loader__ __spec__ __traceback__ __context__ __cause__".split()
+    "__self__ __func__ __objclass__ __loader__ __spec__ __traceback__ __context__ __cause__ "
+    "get_stack".split()
 )
 
 

@@ -125,7 +125,7 @@ def module_attribute(module_view: ModuleView, name: str) -> Any:
     """``view.name`` under the policy: no private names, no denied re-exports, modules as views."""
     real = _REAL[id(module_view)]
     module = real.__name__
-    if name.startswith("_"):
+    if name.startswith("_") or name == "main":  # main(): command-line entry points read argv and files
         raise PolicyViolation(f"access to {module}.{name} is not allowed by the restricted policy")
     if (module, name) in _OVERRIDES:
         return _OVERRIDES[(module, name)]
