@@ -176,3 +176,51 @@ def test_inputs_are_readable_not_writable(isolation: str, tmp_path: Path) -> Non
         result = s.run("open('inputs/data.csv', 'a').write('x')")
         assert result.error is not None and result.error.type == "PolicyViolation"
     assert data.read_text() == "a,b\n1,2\n"
+
+
+def _processes_mentioning(marker: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_the_kernel_dies_with_the_host_process() -> None:
+    """--die-with-parent and the pid namespace: when the host process is SIGKILLed (no cleanup
+    runs), bwrap, the kernel and a child the code started in the background all go."""
+    _bwrap_or_skip()
+    import subprocess
+    import sys
+    import time
+
+    marker = f"codeact-die-{os.getpid()}-{time.monotonic_ns()}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen(['/bin/sh', '-c', 'sleep 300; echo {marker}'], start_new_session=True)\n"
+        "sys.argv[sys.argv.index('--connect') + 1]"
+    )
+    host = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom codeact import Runtime, SandboxConfig\n"
+         "rt = Runtime([], SandboxConfig(backend='local', isolation='bwrap', policy='none'))\n"
+         "s = rt.session()\nprint(s.run(sys.argv[1]).value, flush=True)\ntime.sleep(60)\n", code],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert host.stdout is not None
+        socket_path = host.stdout.readline().strip()  # on the kernel's command line, and bwrap's
+        assert socket_path.endswith(".sock") and len(_processes_mentioning(socket_path)) >= 2
+        assert _processes_mentioning(marker), "the background child should be running"
+        host.kill()
+        host.wait(30)
+        deadline = time.monotonic() + 30
+        while (_processes_mentioning(socket_path) or _processes_mentioning(marker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_mentioning(socket_path) == [] and _processes_mentioning(marker) == []
+    finally:
+        host.kill()
+        host.wait(30)
