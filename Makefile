@@ -32,6 +32,7 @@ run: image
 
 test: image
 	./scripts/ensure-chromium.sh
+	./scripts/ensure-bwrap.sh
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: install

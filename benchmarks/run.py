@@ -45,6 +45,7 @@ MEASURES = [
     Measure("parallel", parallel, 45),
     Measure("throughput", throughput, 20),
     Measure("fresh", fresh, 40),
+    Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
 ]

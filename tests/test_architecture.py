@@ -56,10 +56,12 @@ KNOWN_PRIVATE: set[tuple[str, str]] = {
 }
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.
-IN_SANDBOX = ("sandbox/kernel.py", "sandbox/protocol.py", "sandbox/_restricted.py", "tool_stubs/client.py")
+IN_SANDBOX = ("sandbox/kernel.py", "sandbox/protocol.py", "sandbox/_restricted.py", "sandbox/_restricted_ast.py",
+              "sandbox/_restricted_modules.py", "tool_stubs/client.py")
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
-IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "client", "kernel", "_restricted"}
+IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "client", "kernel", "_restricted", "_restricted_ast",
+                    "_restricted_modules"}
 
 
 def _modules() -> dict[str, Path]:
@@ -218,8 +220,9 @@ def test_in_sandbox_files_import_only_the_standard_library(rel: str) -> None:
     module = "codeact." + rel[:-3].replace("/", ".")
     siblings = {"codeact." + r[:-3].replace("/", ".") for r in IN_SANDBOX}
     # the host imports these files as a package (relative imports of each other); the image flat
-    names = {n for n in _imported_names(module, path) if n.partition(".")[0] != "codeact" or n not in
-             siblings | {s.rpartition(".")[0] for s in siblings}}
+    parents = {s.rpartition(".")[0] for s in siblings}
+    names = {n for n in _imported_names(module, path)
+             if n not in parents and not any(n == s or n.startswith(s + ".") for s in siblings)}
     tops = {name.split(".")[0] for name in names}
     foreign = tops - set(sys.stdlib_module_names) - IN_SANDBOX_EXTRA
     assert foreign == set(), f"{rel} imports {sorted(foreign)}: the sandbox has only the standard library"

@@ -32,8 +32,10 @@ def image_build(
 def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Report the Docker engine, the image, cgroup limit support and what is missing."""
     from ..sandbox.engine import doctor as run_doctor
+    from ..sandbox.local import isolation_report as local_isolation
 
     report = run_doctor()
+    report["local_isolation"] = local_isolation()
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
