@@ -63,6 +63,7 @@ class Tool:
     spec: ToolSpec
     fn: Callable[..., Any] | None = None
     policy: ToolPolicy = field(default_factory=ToolPolicy)
+    group: str | None = None  # where the tool is listed when a toolset is too large to show whole
     _async: bool = field(default=False, init=False, repr=False, compare=False)
     _async_of: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -73,6 +74,8 @@ class Tool:
             raise ToolDefinitionError(f"Tool.fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.policy, ToolPolicy):
             raise ToolDefinitionError(f"Tool.policy must be a ToolPolicy, got {type(self.policy).__name__}")
+        if self.group is not None and (not isinstance(self.group, str) or not self.group.strip()):
+            raise ToolDefinitionError(f"Tool.group must be a non-empty string or None, got {self.group!r}")
 
     @property
     def name(self) -> str:
@@ -133,6 +136,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     policy: ToolPolicy | None = None,
+    group: str | None = None,
     timeout_s: float | _Unset | None = _UNSET,
     permission: PermissionRule | _Unset = _UNSET,
     deny_reason: str | _Unset | None = _UNSET,
@@ -151,12 +155,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     policy: ToolPolicy | None = None,
+    group: str | None = None,
     **overrides: Any,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function, async function or bound method.
 
     Use as ``@tool``, ``@tool(name=..., timeout_s=..., cacheable=True, ...)`` or ``tool(obj.method)``.
-    Policy keywords (those of :class:`ToolPolicy`) override ``policy``.
+    Policy keywords (those of :class:`ToolPolicy`) override ``policy``; ``group`` lists the tool
+    under that name in the index a large toolset's prompt shows.
     """
     unknown = set(overrides) - set(ToolPolicy.__dataclass_fields__)
     if unknown:
@@ -174,10 +180,10 @@ def tool(
                     input_schema=spec.input_schema,
                     output_schema=spec.output_schema,
                 )
-            return Tool(spec=spec, fn=target.fn, policy=final_policy if policy or chosen else target.policy)
-        return Tool(
-            spec=ToolSpec.from_function(target, name=name, description=description), fn=target, policy=final_policy
-        )
+            return Tool(spec=spec, fn=target.fn, policy=final_policy if policy or chosen else target.policy,
+                        group=group or target.group)
+        return Tool(spec=ToolSpec.from_function(target, name=name, description=description), fn=target,
+                    policy=final_policy, group=group)
 
     return build if fn is None else build(fn)
 
@@ -248,6 +254,11 @@ class Toolset:
     @property
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self._tools.values()]
+
+    @property
+    def groups(self) -> dict[str, str | None]:
+        """Tool name → its group (None: ungrouped)."""
+        return {name: t.group for name, t in self._tools.items()}
 
     @property
     def python_names(self) -> dict[str, str]:

@@ -15,7 +15,7 @@ the module without that machinery.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from codeact.tool_stubs._schema_to_py import (
 )
 from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
 
-__all__ = ["HEADER", "render_lean_stubs", "render_stubs"]
+__all__ = ["HEADER", "render_lean_stubs", "render_module", "render_stubs"]
 
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
@@ -90,7 +90,12 @@ def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:
     ``prompt=True``: the text the model is shown, without the module's default-marking machinery.
     """
     specs = list(specs)
-    names = python_names(specs)
+    return render_module(specs, python_names(specs), prompt=prompt)
+
+
+def render_module(specs: Sequence[ToolSpec], names: Mapping[str, str], *, prompt: bool = False,
+                  header: str = HEADER) -> str:
+    """:func:`render_stubs` with the python names given (a subset of a larger set keeps its names)."""
     types = TypeRenderer(set(names.values()) | RESERVED_NAMES | _ANNOTATION_BUILTINS)
     head: list[str] = []
     tail_classes: list[str] = []
@@ -104,15 +109,17 @@ def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:
             tail_defs.append(source)
         else:
             head += [*types.drain(), source]
-    top = HEADER
+    top = [header] if header else []
     if types.imports:
-        top += "\n\nfrom typing import " + ", ".join(sorted(types.imports))
+        top.append("from typing import " + ", ".join(sorted(types.imports)))
     if not specs:
-        top += "\n\n# (no tools are available)"
-    parts = [top, *head, *tail_classes, *tail_defs]
+        top.append("# (no tools are available)")
+    parts = ["\n\n".join(top)] if top else []
     if not prompt and specs:
-        parts.insert(1, _PREAMBLE)
-        parts.append(_footer(names.values()))
+        parts.append(_PREAMBLE)
+    parts += [*head, *tail_classes, *tail_defs]
+    if not prompt and specs:
+        parts.append(_footer(names[s.name] for s in specs))
     return "\n\n\n".join(parts) + "\n"
 
 
