@@ -193,13 +193,35 @@ class ToolSpec(BaseModel):
             input_schema=_empty_object() if params is None else copy.deepcopy(params),
         )
 
-    def to_openai(self) -> dict[str, Any]:
-        """The Chat Completions shape ``{"type": "function", "function": {name, description, parameters}}``."""
+    def to_openai(self, strict: bool = False) -> dict[str, Any]:
+        """The Chat Completions shape ``{"type": "function", "function": {name, description, parameters}}``.
+
+        ``strict=True``: the parameters in the strict subset with ``"strict": true`` (constrained
+        decoding; see :mod:`codeact.tool_stubs.strict`), or as they are, without the flag, when the
+        schema has no strict form. Optional arguments then arrive as null: :meth:`drop_omitted_nulls`.
+        """
         fn: dict[str, Any] = {"name": self.name}
         if self.description:
             fn["description"] = self.description
         fn["parameters"] = copy.deepcopy(self.input_schema)
+        if strict and (converted := self.strict_input_schema()) is not None:
+            fn["parameters"], fn["strict"] = converted, True
         return {"type": "function", "function": fn}
+
+    def strict_input_schema(self) -> dict[str, Any] | None:
+        """The input schema in the providers' strict subset, or None if it has no strict form."""
+        from codeact.tool_stubs.strict import NotStrict, strict_schema
+
+        try:
+            return strict_schema(self.input_schema)
+        except NotStrict:
+            return None
+
+    def drop_omitted_nulls(self, arguments: Any) -> Any:
+        """``arguments`` from strict decoding without the nulls standing for omitted optional arguments."""
+        from codeact.tool_stubs.strict import drop_omitted_nulls
+
+        return drop_omitted_nulls(self.input_schema, arguments)
 
     @classmethod
     def from_anthropic(cls, d: Mapping[str, Any]) -> ToolSpec:
@@ -217,12 +239,15 @@ class ToolSpec(BaseModel):
             output_schema=copy.deepcopy(data.get("output_schema")),
         )
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """The Anthropic Messages shape ``{name, description, input_schema}``."""
+    def to_anthropic(self, strict: bool = False) -> dict[str, Any]:
+        """The Anthropic Messages shape ``{name, description, input_schema}``; ``strict=True`` as in
+        :meth:`to_openai` (Anthropic's ``"strict": true`` tool flag)."""
         out: dict[str, Any] = {"name": self.name}
         if self.description:
             out["description"] = self.description
         out["input_schema"] = copy.deepcopy(self.input_schema)
+        if strict and (converted := self.strict_input_schema()) is not None:
+            out["input_schema"], out["strict"] = converted, True
         return out
 
     @classmethod
