@@ -129,3 +129,26 @@ def test_python_tool_kwargs_and_records_hold_only_passed_arguments() -> None:
                         {"city": "Rome", "nights": 2, "breakfast": None, "note": "None"}]
     assert [c.arguments for c in result.calls] == [{"city": "Oslo"}, {"city": "Rome", "nights": 2, "breakfast": None},
                                                    {"a": 1}]
+
+
+def test_several_mcp_servers_at_once_each_a_group() -> None:
+    servers = {"alpha": [sys.executable, ECHO_SERVER, "alpha"], "beta": [sys.executable, ECHO_SERVER, "beta"]}
+    from codeact.errors import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match="duplicate tool name 'echo_args'"):
+        Toolset.from_mcp(servers)  # both have echo_args: prefix=True keeps them apart
+    toolset = Toolset.from_mcp(servers, prefix=True)
+    assert toolset.names == ["alpha_echo_args", "alpha_alpha_status", "beta_echo_args", "beta_beta_status"]
+    assert toolset.groups == {n: n.split("_")[0] for n in toolset.names}
+    with Runtime(toolset, LOCAL, prompt_budget_chars=1800) as rt:
+        assert "#   alpha (2): " in rt.prompt_view and "#   beta (2): " in rt.prompt_view
+        result = rt.run("[beta_echo_args('hi')['tool'], search_tools('beta service status', 1)[0]['name']]")
+    assert result.ok, result.error
+    assert result.value == ["echo_args", "beta_beta_status"]  # the server is called by its own tool name
+    single = Toolset.from_mcp([sys.executable, ECHO_SERVER, "gamma"])
+    try:
+        assert set(single.groups.values()) == {"gamma"}  # one server: its own name (from initialize)
+    finally:
+        single.close()
+    with pytest.raises(TypeError, match="tools"):
+        Toolset.from_mcp(servers, tools=["echo_args"])

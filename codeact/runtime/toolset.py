@@ -294,12 +294,15 @@ class Toolset:
     def from_mcp(cls, source: Any, **options: Any) -> Toolset:
         """An MCP server's tools, connected now: ``source`` is a stdio command (a list of strings or
         ``mcp.StdioServerParameters``) or a streamable-HTTP URL (``options``: see
-        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection). Or
-        tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
-        from .mcp_tools import is_mcp_server, mcp_toolset
+        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection); or
+        ``{group name: server}`` for several servers at once, each a group (see ``mcp_toolsets``).
+        Or tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
+        from .mcp_tools import is_mcp_server, mcp_toolset, mcp_toolsets
 
         if is_mcp_server(source):
             return mcp_toolset(source, **options)
+        if isinstance(source, Mapping):  # {group name: server}: several servers, each a group
+            return mcp_toolsets(source, **options)
         if options:
             raise TypeError(f"options {sorted(options)} apply to an MCP server, not to tool definitions")
         return cls(ToolSpec.from_mcp(d) for d in source)
