@@ -106,6 +106,8 @@ class ToolViews:
         shown = [s for s in specs if s.name in toolset or s.name not in discovery]
         full = self.catalog.fits(shown, prompt_budget_chars)
         self.large = full is None
+        if self.large:
+            self.catalog.prepare()  # the model will search: have the index ready by then
         self.prompt_view = full if full is not None else self.catalog.index_view(prompt_budget_chars)
         # the sandbox: every tool, typed when the model sees the stubs, lean when it looks them up
         self.sandbox_stubs = render_lean_stubs(specs) if self.large else render_stubs(specs)

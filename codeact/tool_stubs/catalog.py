@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -51,7 +52,19 @@ class ToolCatalog:
         self.by_python_name = {py: name for name, py in self.names.items()}
         self.groups = {s.name: (groups or {}).get(s.name) or _UNGROUPED for s in specs}
         self._index: SearchIndex | None = None
+        self._index_lock = threading.Lock()
         self._described: dict[str, str] = {}
+
+    def index(self) -> SearchIndex:
+        """The search index, built at the first use (or by :meth:`prepare`)."""
+        with self._index_lock:
+            if self._index is None:
+                self._index = SearchIndex(self.specs.values(), self.groups, self.names)
+            return self._index
+
+    def prepare(self) -> None:
+        """Build the search index on a background thread, so the first search does not wait for it."""
+        threading.Thread(target=self.index, name="codeact-tool-index", daemon=True).start()
 
     # -- lookups -------------------------------------------------------------------------------
     def resolve(self, name_or_python_name: str) -> ToolSpec | None:
@@ -86,10 +99,8 @@ class ToolCatalog:
 
     def search(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
         """The best tools for ``query`` (see the module docstring for each hit's keys)."""
-        if self._index is None:
-            self._index = SearchIndex(self.specs.values(), self.groups, self.names)
         hits = []
-        for name, _score in self._index.search(query, limit):
+        for name, _score in self.index().search(query, limit):
             spec = self.specs[name]
             hits.append({"name": name, "python_name": self.names[name], "signature": self.signature(name),
                          "description": _first_paragraph(spec.description), "group": self.groups[name]})

@@ -63,6 +63,9 @@ def __codeact_args__(arguments, *drop_if_none):
     }
 
 
+__codeact_locals__ = locals  # bound before any tool can shadow the builtin (lean stubs use it)
+
+
 def __codeact_mark_defaults__(functions):
     for function in functions:
         if function.__defaults__:
@@ -286,7 +289,12 @@ def render_lean_stubs(specs: Sequence[ToolSpec]) -> str:
         parts = [p.name + (f"={p.default}" if p.default is not None else "") for p in params]
         if kwargs:
             parts.append(f"**{kwargs}")
-        defs.append("\n".join([f"def {stub}({', '.join(parts)}):", *_body(spec.name, params, kwargs, taken)]))
+        if kwargs or any(p.key != p.name for p in params):
+            body = _body(spec.name, params, kwargs, taken)
+        else:  # the parameters are the keys: send the frame's locals (a third of the source to compile)
+            drops = "".join(f", {py_str(p.key)}" for p in params if p.omit_if_none)
+            body = [f"    return {_CALL}({py_str(spec.name)}, {_ARGS}(__codeact_locals__(){drops}))"]
+        defs.append("\n".join([f"def {stub}({', '.join(parts)}):", *body]))
     if not specs:
         return HEADER + "\n"
     return "\n\n".join([HEADER, _PREAMBLE, *defs, _footer(names.values())]) + "\n"

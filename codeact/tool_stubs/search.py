@@ -8,6 +8,7 @@ verbs APIs spell differently (add/create, remove/delete, fetch/get, edit/updateâ
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -58,15 +59,27 @@ def _stem(word: str) -> str:
 _STEMMED_SYNONYMS = {_stem(k): _stem(v) for k, v in _SYNONYMS.items()}
 
 
-def words(text: str) -> list[str]:
-    """The searchable words of ``text`` (identifiers split, lower-cased, stop words out, stemmed)."""
+@functools.lru_cache(maxsize=65536)
+def _normal(chunk: str) -> tuple[str, ...]:
+    """One identifier-ish chunk's words (cached: API texts repeat the same words thousands of times)."""
     out = []
+    for part in _HUMPS.split(chunk):
+        word = part.lower()
+        if word and word not in _STOP:
+            stem = _stem(word)
+            out.append(_STEMMED_SYNONYMS.get(stem, stem))
+    return tuple(out)
+
+
+def words(text: str, limit: int = 1 << 30) -> list[str]:
+    """The searchable words of ``text`` (identifiers split, lower-cased, stop words out, stemmed),
+    at most about ``limit``."""
+    out: list[str] = []
     for chunk in _SPLIT.split(text):
-        for part in _HUMPS.split(chunk):
-            word = part.lower()
-            if word and word not in _STOP:
-                stem = _stem(word)
-                out.append(_STEMMED_SYNONYMS.get(stem, stem))
+        if chunk:
+            out.extend(_normal(chunk))
+            if len(out) >= limit:
+                break
     return out
 
 
@@ -90,7 +103,7 @@ class SearchIndex:
             fields = _fields(spec, groups.get(spec.name, ""), python_names.get(spec.name, ""))
             weights: dict[str, float] = {}
             for field, text in fields.items():
-                for word in words(text)[:_MAX_DESCRIPTION_WORDS]:
+                for word in words(text, _MAX_DESCRIPTION_WORDS)[:_MAX_DESCRIPTION_WORDS]:
                     weights[word] = weights.get(word, 0.0) + _WEIGHTS[field]
             doc_id = len(self._docs)
             self._docs.append(_Doc(spec.name, weights, sum(weights.values())))
