@@ -135,8 +135,21 @@ def test_describe_and_search_edge_cases(big: Toolset) -> None:
     assert len(catalog.search("get create delete", limit=50)) == 50
     with Runtime(big, LOCAL) as rt:
         result = rt.run("search_tools('x', limit=0)")
-    assert not result.ok and result.calls[0].error is not None
-    assert result.calls[0].error.code == "invalid_arguments"
+        too_many = rt.run("search_tools('x', limit=51)")
+    for run in (result, too_many):
+        assert not run.ok and run.calls[0].error is not None and run.calls[0].error.code == "invalid_arguments"
+
+
+def test_describe_is_capped_and_ends_with_the_signature_not_the_plumbing(
+        big: Toolset, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeact.tool_stubs import catalog as catalog_module
+
+    text = ToolCatalog(big.specs, big.groups).describe("repos/create-repository")
+    assert text is not None and text.endswith('    """\n    ...\n') and "__codeact" not in text
+    monkeypatch.setattr(catalog_module, "MAX_DESCRIBE_CHARS", 200)
+    short = ToolCatalog(big.specs, big.groups).describe("repos/create-repository")
+    assert short is not None and short.startswith(text[:200])
+    assert short.endswith(f"# … [{len(text) - 200} more characters of type definitions]\n")
 
 
 def test_a_user_tool_named_search_tools_takes_precedence() -> None:
