@@ -183,3 +183,18 @@ def test_tool_error_for_a_broken_schema_comes_at_the_first_call() -> None:
     assert not result.ok and result.error is not None and result.error.type == "ToolError"
     error = result.calls[0].error
     assert error is not None and error.code == "tool_exception" and "not a valid JSON Schema" in error.message
+
+
+def test_a_toolset_on_its_own_gives_the_same_budgeted_view(big: Toolset) -> None:
+    from codeact.agent.prompts import execute_python_tool
+
+    @tool
+    def add(a: int, b: int = 1) -> int:
+        """Add."""
+        return a + b
+
+    small = Toolset([add])
+    assert "def add(a: int, b: int = 1) -> int:" in small.prompt_view() and "__codeact" not in small.prompt_view()
+    assert "__codeact" not in execute_python_tool(small).description
+    view = big.prompt_view()
+    assert len(view) <= 8000 and f"# {len(big)} tools are available" in view

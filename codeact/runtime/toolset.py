@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias, overload
 
 from codeact.errors import ToolDefinitionError, ToolError
 from codeact.tool_stubs import ToolSpec, python_names, render_stubs
+from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 
 __all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
 
@@ -270,8 +271,13 @@ class Toolset:
         return Toolset([self, other if isinstance(other, Toolset) else Toolset(other)])
 
     def stubs(self) -> str:
-        """The typed stub module (and prompt view) for these tools."""
+        """The typed stub module for these tools (what a sandbox executes)."""
         return render_stubs(self.specs)
+
+    def prompt_view(self, budget: int = DEFAULT_PROMPT_BUDGET) -> str:
+        """What a model is shown of these tools: every stub within ``budget`` characters, else an
+        index of groups and how to search (``Runtime.prompt_view`` adds the runtime's built-ins)."""
+        return ToolCatalog(self.specs, self.groups).prompt_view(self.specs, budget)
 
     def to_openai(self) -> list[dict[str, Any]]:
         return [s.to_openai() for s in self.specs]
