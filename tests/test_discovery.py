@@ -87,7 +87,7 @@ def test_small_toolsets_are_shown_whole_until_the_budget_fires() -> None:
         assert "search_tools" not in rt.prompt_view and "def read_result(" in rt.prompt_view
         assert "__codeact_default__" not in rt.prompt_view and "__codeact_default__" in rt.stubs
         assert rt.run("get_weather('Oslo')").value == {"city": "Oslo", "units": "C"}
-    with Runtime([get_weather], LOCAL, prompt_budget_chars=2000) as rt:
+    with Runtime([get_weather], LOCAL, prompt_budget_chars=1600) as rt:
         assert "def get_weather" not in rt.prompt_view and "#   weather (1): get_weather" in rt.prompt_view
         assert rt.run("get_weather('Oslo', units='F')").value == {"city": "Oslo", "units": "F"}
     with pytest.raises(ValueError, match="prompt_budget_chars"):
@@ -195,6 +195,7 @@ def test_a_toolset_on_its_own_gives_the_same_budgeted_view(big: Toolset) -> None
 
     small = Toolset([add])
     assert "def add(a: int, b: int = 1) -> int:" in small.prompt_view() and "__codeact" not in small.prompt_view()
+    assert small.prompt_view().endswith('    """\n    ...\n')  # bodies are plumbing: the model sees `...`
     assert "__codeact" not in execute_python_tool(small).description
     view = big.prompt_view()
     assert len(view) <= 8000 and f"# {len(big)} tools are available" in view

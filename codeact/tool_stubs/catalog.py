@@ -80,9 +80,7 @@ class ToolCatalog:
         if spec is None:
             return None
         if spec.name not in self._described:
-            text = render_module([spec], self.names, prompt=True, header="").strip("\n")
-            body = text.rfind("\n    return __codeact_call__(")
-            text = (text[:body] + "\n    ..." if body >= 0 else text) + "\n"  # the body is plumbing
+            text = render_module([spec], self.names, prompt=True, header="").strip("\n") + "\n"
             if len(text) > MAX_DESCRIBE_CHARS:
                 cut = len(text) - MAX_DESCRIBE_CHARS
                 text = text[:MAX_DESCRIBE_CHARS] + f"\n# … [{cut} more characters of type definitions]\n"

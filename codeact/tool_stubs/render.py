@@ -90,7 +90,8 @@ class _Param:
 def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:
     """Python source (3.10+) defining one typed stub function per spec, named by its python name.
 
-    ``prompt=True``: the text the model is shown, without the module's default-marking machinery.
+    ``prompt=True``: the text the model is shown: the same signatures and docstrings, bodies ``...``,
+    without the module's default-marking machinery.
     """
     specs = list(specs)
     return render_module(specs, python_names(specs), prompt=prompt)
@@ -106,7 +107,7 @@ def render_module(specs: Sequence[ToolSpec], names: Mapping[str, str], *, prompt
     for spec in specs:
         name = names[spec.name]
         shadows = name in _ANNOTATION_BUILTINS
-        source = _function(spec, name, types, quoted=shadows)
+        source = _function(spec, name, types, quoted=shadows, prompt=prompt)
         if shadows:
             tail_classes += types.drain()
             tail_defs.append(source)
@@ -174,7 +175,7 @@ def _param_doc(schema: Any) -> str:
     return text
 
 
-def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool) -> str:
+def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool, prompt: bool = False) -> str:
     def q(annotation: str) -> str:
         return py_str(annotation) if quoted and not annotation.startswith(("'", '"')) else annotation
 
@@ -196,7 +197,7 @@ def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool) -> s
     doc = _docstring(spec, params, kwargs, returns)
     if doc:
         lines.append(doc)
-    lines += _body(spec.name, params, kwargs, taken)
+    lines += ["    ..."] if prompt else _body(spec.name, params, kwargs, taken)  # the model needs no plumbing
     return "\n".join(lines)
 
 
