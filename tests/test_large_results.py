@@ -100,7 +100,7 @@ def test_paging_in_a_later_run_and_errors() -> None:
 def test_read_result_is_a_builtin_not_a_user_tool() -> None:
     with runtime_for("local") as rt:
         assert READ_RESULT not in rt.toolset and rt.toolset.names == ["big_table", "small"]
-        assert [s.name for s in rt.host.specs] == ["big_table", "small", READ_RESULT]
+        assert [s.name for s in rt.host.specs] == ["big_table", "small", READ_RESULT, "search_tools", "describe_tool"]
         ledger = CallLedger()
         record = rt.host.call(ledger, READ_RESULT, {"call_id": "nope"})
         assert record.error is not None and record.error.code == "not_found"
@@ -113,5 +113,5 @@ def test_read_result_is_a_builtin_not_a_user_tool() -> None:
         return "user's"
 
     with Runtime([mine], SandboxConfig(backend="local")) as rt:
-        assert [s.name for s in rt.host.specs] == [READ_RESULT]
+        assert [s.name for s in rt.host.specs] == [READ_RESULT, "search_tools", "describe_tool"]
         assert rt.host.call(CallLedger(), READ_RESULT, {"call_id": "x"}).result == "user's"

@@ -146,13 +146,10 @@ def test_calls_send_the_original_name_and_keys(stubs: tuple[str, dict[str, Any],
         {
             "customer": {"name": "Ann"},
             "items": [{"sku": "a", "qty": 1}],
-            "priority": 2,
             "from": "W1",
             "class": None,  # null is allowed, so an explicit None is sent
-            "gift": True,
-            "coupon": None,
         },
-    )  # note and meta were left out: no default, null not allowed
+    )  # what the code did not pass is not sent: priority, gift and coupon keep the tool's own default
     ns["place_order"](customer={"name": "B"}, items=[], note="n", meta={"k": 1}, gift=False)
     assert rec.calls[-1][1]["note"] == "n" and rec.calls[-1][1]["meta"] == {"k": 1}
     assert rec.calls[-1][1]["gift"] is False and "from" not in rec.calls[-1][1]
@@ -186,8 +183,10 @@ def test_stubs_use_no_global_but_the_call_function(stubs: tuple[str, dict[str, A
     _, ns, _ = stubs
     for value in ns.values():
         if isinstance(value, types.FunctionType) and value.__code__.co_filename == "<codeact-tools>":
+            if value.__name__.startswith("__codeact"):
+                continue  # the module's own machinery
             loaded = {i.argval for i in dis.get_instructions(value) if i.opname == "LOAD_GLOBAL"}
-            assert loaded == {"__codeact_call__"}, value.__name__
+            assert loaded <= {"__codeact_call__", "__codeact_args__"}, value.__name__
 
 
 def test_stubs_work_with_every_builtin_shadowed(stubs: tuple[str, dict[str, Any], Recorder]) -> None:
@@ -277,8 +276,8 @@ def test_recursive_refs_and_unions() -> None:
     assert "    pair: list[Any] | None = None," in source
     ns, rec = load(source)
     ns["walk"]({"label": "root"}, mode=None, anything=None)
-    # value, mode and anything admit null, so None is sent; ratio and pair do not, so they are left out
-    assert rec.calls == [("walk", {"tree": {"label": "root"}, "value": None, "mode": None, "anything": None})]
+    # mode and anything admit null, so an explicit None is sent; value was not passed
+    assert rec.calls == [("walk", {"tree": {"label": "root"}, "mode": None, "anything": None})]
 
 
 def test_identical_shapes_share_a_class_and_names_stay_unique() -> None:
@@ -328,3 +327,64 @@ def test_additional_properties_become_kwargs() -> None:
 
 def test_rendering_is_deterministic() -> None:
     assert render_stubs(specs()) == render_stubs(specs())
+
+
+def test_omitted_arguments_are_not_sent_but_defaults_show() -> None:
+    """Regression (issue 12): stubs sent every documented default (``?page=1&per_page=30``, a BFCL
+    ``default: "None"`` as the string "None"); an argument the code did not pass must not be sent."""
+    schema = {
+        "properties": {
+            "owner": {"type": "string"},
+            "per_page": {"type": "integer", "default": 30},
+            "page": {"type": "integer", "default": 1},
+            "flag": {"type": "boolean", "default": False},
+            "unit": {"type": "string", "default": "None", "description": "BFCL style."},
+        },
+        "required": ["owner"],
+    }
+    spec = ToolSpec(name="repos/list-commits", input_schema=schema)
+    prompt = render_stubs([spec], prompt=True)
+    assert "per_page: int = 30," in prompt and "flag: bool = False," in prompt
+    assert "unit: str | None = None," in prompt and "__codeact_default__" not in prompt
+    ns, rec = load(render_stubs([spec]))
+    stub = ns["repos_list_commits"]
+    assert "per_page: int = 30" in str(inspect.signature(stub))  # help() reads like the prompt
+    stub("octo")
+    stub("octo", 30, page=1, flag=None)  # the same values passed explicitly are sent; None for a bool is not
+    assert rec.calls == [("repos/list-commits", {"owner": "octo"}),
+                         ("repos/list-commits", {"owner": "octo", "per_page": 30, "page": 1})]
+
+
+def test_async_twins_leave_omitted_arguments_out_too() -> None:
+    import asyncio
+
+    from codeact.tool_stubs.client import _async_variant
+
+    ns, _ = load(render_stubs([ToolSpec(name="t", input_schema={"properties": {"a": {"type": "integer", "default": 3}}})]))
+    sent: list[dict[str, Any]] = []
+
+    async def acall(name: str, arguments: dict[str, Any]) -> Any:
+        sent.append(arguments)
+
+    variant = _async_variant(ns["t"], acall)
+    asyncio.run(variant())
+    asyncio.run(variant(a=4))
+    assert sent == [{}, {"a": 4}]
+
+
+def test_lean_stubs_send_what_the_typed_ones_send() -> None:
+    from codeact.tool_stubs.render import render_lean_stubs
+
+    lean = render_lean_stubs(specs())
+    assert "TypedDict" not in lean and '"""Place an order' not in lean
+    full_ns, full_rec = load(render_stubs(specs()))
+    lean_ns, lean_rec = load(lean)
+    for ns in (full_ns, lean_ns):
+        ns["place_order"]({"name": "Ann"}, [], from_="W1", note=None, class_=None)
+        ns["math_factorial"](3)
+        ns["get_weather"]()
+    assert lean_rec.calls == full_rec.calls
+    schema = {"properties": {"q": {"type": "string"}}, "additionalProperties": True}
+    ns, rec = load(render_lean_stubs([ToolSpec(name="search", input_schema=schema)]))
+    ns["search"]("x", lang="en")
+    assert rec.calls == [("search", {"q": "x", "lang": "en"})]

@@ -12,6 +12,17 @@ error so the model can retry. A reply without tool calls is the final answer.
 model call; later calls use ``"auto"`` (``"none"`` stays), since forcing a call on every turn
 would leave the model no way to answer. Tool names the vendors reject (e.g. ``math.factorial``)
 are sent as their Python identifier and mapped back.
+
+Large toolsets (deferred loading): when the runtime's tools do not fit its prompt budget (or with
+``deferred=True``), the first request offers only ``search_tools``; the tools a search finds are
+added to the definitions of every later request, and any tool can still be called by name. The
+search is the host's built-in (recorded like any call); the model gets each hit as ``{name,
+description}`` in its wire names.
+
+Strict mode (constrained decoding): with ``strict=True`` (the default for clients that declare
+``supports_strict_tools``, e.g. OpenAI's) each definition is sent in the provider's strict subset
+with its ``strict`` flag (a tool whose schema has none is sent as it is); the nulls that stand for
+omitted optional arguments are removed before validation, so records show what the model meant.
 """
 
 from __future__ import annotations
@@ -24,11 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ToolCallRecord
+from ..runtime.discovery import SEARCH_TOOLS
 from ..runtime.ledger import CallLedger
 from ..runtime.session import Runtime
 from ..runtime.toolhost import READ_RESULT
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
+from ..tool_stubs import ToolSpec
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
 from ._run_events import turn_events
 from .episode import Budget
@@ -36,7 +49,12 @@ from .messages import Message, ModelResponse, ToolResult
 from .models.base import ModelClient, ToolChoice
 from .prompts import JSON_SYSTEM_PROMPT
 
-__all__ = ["FunctionCallingAgent", "wire_names"]
+__all__ = ["DEFERRED_NOTE", "FunctionCallingAgent", "wire_names"]
+
+DEFERRED_NOTE = """
+
+There are {count} tools, too many to list. Only search_tools is loaded at first: call it with a few
+words of what you need; the tools it finds can be called from your next reply on."""
 
 _WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -64,26 +82,46 @@ class FunctionCallingAgent(AgentBase):
                  budget: Budget | None = None, system_prompt: str | None = None, tool_choice: ToolChoice = "auto",
                  trace_path: str | Path | None = None, stream: bool = False, on_event: EventHook | None = None,
                  sandbox: SandboxConfig | None = None, max_observation_chars: int = 8000,
-                 max_output_tokens: int = 4096) -> None:
+                 max_output_tokens: int = 4096, strict: bool | None = None, deferred: bool | None = None) -> None:
         super().__init__(model, tools, runtime=runtime, sandbox=sandbox, budget=budget, system_prompt=system_prompt,
                          trace_path=trace_path, stream=stream, on_event=on_event,
                          max_observation_chars=max_observation_chars, max_output_tokens=max_output_tokens)
         self.tool_choice = tool_choice
+        self.strict = bool(getattr(model, "supports_strict_tools", False)) if strict is None else strict
+        self.deferred = deferred
+
+    def _is_deferred(self, runtime: Runtime) -> bool:
+        searchable = SEARCH_TOOLS not in runtime.toolset  # a user tool of that name takes precedence
+        return searchable and (runtime.views.large if self.deferred is None else self.deferred)
 
     def _system(self, runtime: Runtime) -> str:
-        return JSON_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
+        text = JSON_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
+        if self._is_deferred(runtime):
+            text += DEFERRED_NOTE.format(count=len(runtime.toolset))
+        return text
 
-    def _tool_defs(self, runtime: Runtime) -> list[dict[str, Any]]:
+    def _tool_defs(self, runtime: Runtime, loaded: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The definitions sent: all tools, or (deferred) search_tools and the tools found so far."""
         wire = wire_names(runtime.toolset)
-        defs = [{"name": wire[s.name], "description": s.description, "input_schema": s.input_schema}
-                for s in runtime.toolset.specs]
+        if not self._is_deferred(runtime):
+            defs = [self._definition(s, wire[s.name]) for s in runtime.toolset.specs]
+        else:
+            search = runtime.host.builtins[SEARCH_TOOLS].spec
+            defs = [self._definition(search, SEARCH_TOOLS),
+                    *(self._definition(runtime.toolset[n].spec, wire[n]) for n in loaded or ())]
         if READ_RESULT not in runtime.toolset:  # pages through cut results, as code mode can
-            spec = runtime.host.builtins[READ_RESULT].spec
-            defs.append({"name": READ_RESULT, "description": spec.description, "input_schema": spec.input_schema})
+            defs.append(self._definition(runtime.host.builtins[READ_RESULT].spec, READ_RESULT))
         return defs
 
+    def _definition(self, spec: ToolSpec, wire_name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": wire_name, "description": spec.description, "input_schema": spec.input_schema}
+        if self.strict and (converted := spec.strict_input_schema()) is not None:
+            out["input_schema"], out["strict"] = converted, True
+        return out
+
     def _config(self, runtime: Runtime) -> dict[str, Any]:
-        return {**super()._config(runtime), "tool_choice": self.tool_choice}
+        return {**super()._config(runtime), "tool_choice": self.tool_choice, "strict": self.strict,
+                "deferred": self._is_deferred(runtime)}
 
     def _first_choice(self, wire: Mapping[str, str]) -> ToolChoice:
         choice = self.tool_choice
@@ -94,11 +132,12 @@ class FunctionCallingAgent(AgentBase):
     async def _loop(self, runtime: Runtime, state: EpisodeState) -> None:
         wire = wire_names(runtime.toolset)
         host_name = {w: name for name, w in wire.items()}
-        system, tools = self._system(runtime), self._tool_defs(runtime)
+        system = self._system(runtime)
+        loaded: list[str] = []  # deferred loading: the tools searches found, in order
         choice = self._first_choice(wire)
         cache: dict[str, Any] = {}  # the episode's call memory (cacheable answers, ids), like a session's
         while state.outcome is None:
-            response = await self._ask(state, system, tools, choice)
+            response = await self._ask(state, system, self._tool_defs(runtime, loaded), choice)
             if response is None:
                 return
             if choice != "none":
@@ -111,18 +150,24 @@ class FunctionCallingAgent(AgentBase):
             elif not response.tool_calls:
                 self.finish_with_text(state, response)
             else:
-                await self._dispatch(runtime, state, response, host_name, cache)
+                await self._dispatch(runtime, state, response, host_name, cache, loaded)
+
+    def _arguments(self, runtime: Runtime, name: str, arguments: Any) -> Any:
+        """What to validate: under strict decoding, without the nulls standing for omitted arguments."""
+        tool = runtime.toolset.get(name) or runtime.host.builtins.get(name)
+        return tool.spec.drop_omitted_nulls(arguments) if self.strict and tool is not None else arguments
 
     async def _dispatch(self, runtime: Runtime, state: EpisodeState, response: ModelResponse,
-                        host_name: Mapping[str, str], cache: dict[str, Any]) -> None:
+                        host_name: Mapping[str, str], cache: dict[str, Any], loaded: list[str]) -> None:
         runnable = [c for c in response.tool_calls if c.executable]
         if not state.take_turn(tool_calls=len(runnable)):
             return
         ledger = CallLedger(cache)  # one per turn (policies count per execution); ids unique per episode
         if (events := turn_events(state.trace, state.turns)) is not None:
             ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
-        calls = [runtime.host.acall(ledger, host_name.get(c.name, c.name), self._paged(runtime, c.name, c.arguments))
-                 for c in runnable]
+        names = [host_name.get(c.name, c.name) for c in runnable]
+        calls = [runtime.host.acall(ledger, n, self._paged(runtime, n, self._arguments(runtime, n, c.arguments)))
+                 for n, c in zip(names, runnable, strict=True)]
         try:
             records: list[ToolCallRecord] = list(await asyncio.wait_for(asyncio.gather(*calls), state.wall_left()))
         except asyncio.TimeoutError:
@@ -133,9 +178,13 @@ class FunctionCallingAgent(AgentBase):
         state.add_records(records)
         done = iter(records)
         results: list[ToolResult] = []
+        deferred = self._is_deferred(runtime)
         for call in response.tool_calls:
             if call.executable:
-                results.append(self._result(call.id, next(done), ledger))
+                record = next(done)
+                if deferred and record.name == SEARCH_TOOLS and record.ok:
+                    record = self._found(runtime, record, loaded)
+                results.append(self._result(call.id, record, ledger))
             else:
                 state.errors["syntax"] += 1
                 results.append(error_result(call.id, "invalid_arguments", (
@@ -153,6 +202,17 @@ class FunctionCallingAgent(AgentBase):
         cap = max(1, self.max_observation_chars // 3)  # room for the page's JSON escapes
         limit = arguments.get("limit")
         return {**arguments, "limit": min(limit, cap) if isinstance(limit, int) and limit > 0 else cap}
+
+    @staticmethod
+    def _found(runtime: Runtime, record: ToolCallRecord, loaded: list[str]) -> ToolCallRecord:
+        """Load the tools a search found (from the next request on); the model's view of the hits."""
+        wire = wire_names(runtime.toolset)
+        hits = [h for h in record.result or [] if isinstance(h, dict) and h.get("name") in wire]
+        for hit in hits:
+            if hit["name"] not in loaded:
+                loaded.append(hit["name"])
+        shown = [{"name": wire[h["name"]], "description": h.get("description", "")} for h in hits]
+        return record.model_copy(update={"result": shown})
 
     def _result(self, call_id: str, record: ToolCallRecord, ledger: CallLedger | None = None) -> ToolResult:
         if not record.ok:

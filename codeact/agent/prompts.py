@@ -64,7 +64,7 @@ _EXECUTE_SCHEMA: dict[str, Any] = {
 def _prompt_view(tools: Runtime | Toolset | Iterable[Any]) -> str:
     if isinstance(tools, Runtime):
         return tools.prompt_view
-    return (tools if isinstance(tools, Toolset) else Toolset(tools)).stubs()
+    return (tools if isinstance(tools, Toolset) else Toolset(tools)).prompt_view()
 
 
 def code_system_prompt(prompt_view: str, custom: str | None = None) -> str:

@@ -132,6 +132,8 @@ class HttpEndpoint:
     output_schema: dict[str, Any] | None = None
     policy: ToolPolicy | None = None  # replaces the default policy (timeout and idempotence included)
     schema_defs: Mapping[str, Any] = field(default_factory=dict)  # ``$defs`` the parameter schemas refer to
+    group: str | None = None  # listed under this group when the toolset is too large to show whole
+    lazy_schema: bool = False  # check the schema at the first call, not now (large OpenAPI documents)
 
     def all_params(self) -> list[HttpParam]:
         """``params`` plus the URL's placeholders not among them; checked for clashes."""
@@ -162,7 +164,7 @@ class HttpEndpoint:
         if self.schema_defs:
             schema["$defs"] = dict(self.schema_defs)
         return ToolSpec(name=self.name, description=self.description, input_schema=schema,
-                        output_schema=self.output_schema)
+                        output_schema=self.output_schema, _lazy=self.lazy_schema)
 
     def to_tool(self, *, base_url: str | None = None, auth: HttpAuth | httpx.Auth | None = None,
                 client: HttpClient | None = None) -> Tool:
@@ -178,7 +180,7 @@ class HttpEndpoint:
         # The host's timeout is a backstop just past httpx's, so the call ends as httpx's timeout.
         policy = self.policy or ToolPolicy(timeout_s=self.timeout_s + 1.0, idempotent=idempotent)
         call = _HttpCall(replace(self, method=method, url=url, auth=self.auth or auth), client or default_client())
-        return Tool(spec=self.spec(), fn=call, policy=policy)
+        return Tool(spec=self.spec(), fn=call, policy=policy, group=self.group)
 
 
 def http_tool(name: str, method: str, url: str, params: Iterable[HttpParam] = (), **options: Any) -> Tool:

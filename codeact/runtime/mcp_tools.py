@@ -2,6 +2,10 @@
 
     tools = Toolset.from_mcp(["python", "server.py"])          # stdio: a command line
     tools = Toolset.from_mcp("http://127.0.0.1:8000/mcp")      # streamable HTTP
+    tools = Toolset.from_mcp({"github": [...], "docs": "http://127.0.0.1:8001/mcp"})   # several
+
+Each server's tools are one group (the name given for it, else the server's own name), which
+is how a large toolset's prompt index lists them. Several servers connect at once.
 
 The connection lives in one asyncio task on a dedicated event-loop thread for its whole life (the
 SDK's anyio cancel scopes must be entered and left by the same task). The tools' functions are
@@ -32,7 +36,7 @@ from ..tool_stubs import ToolSpec
 from ._loop import LoopThread
 from .toolset import Tool, ToolPolicy, Toolset
 
-__all__ = ["MCPConnection", "MCPServer", "amcp_toolset", "is_mcp_server", "mcp_toolset"]
+__all__ = ["MCPConnection", "MCPServer", "amcp_toolset", "is_mcp_server", "mcp_toolset", "mcp_toolsets"]
 
 #: A stdio command line (a list of strings, or ``StdioServerParameters``) or a streamable-HTTP URL.
 MCPServer: TypeAlias = "str | Sequence[str] | StdioServerParameters"
@@ -74,6 +78,7 @@ class MCPConnection:
         self._stop: asyncio.Event | None = None
         self._session: ClientSession | None = None
         self._failure: BaseException | None = None
+        self.server_name: str | None = None  # what the server calls itself (from initialize)
 
     # -- lifetime --------------------------------------------------------------------------------
     def _begin(self) -> concurrent.futures.Future[list[Any]]:
@@ -116,7 +121,9 @@ class MCPConnection:
             async with contextlib.AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
-                await session.initialize()
+                init = await session.initialize()
+                info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
+                self.server_name = getattr(info, "name", None) or None
                 tools = await _list_tools(session)
                 self._session = session
                 ready.set_result(tools)
@@ -271,15 +278,52 @@ async def amcp_toolset(server: MCPServer, *, tools: Sequence[str] | None = None,
     return _toolset(conn, await conn.astart(), tools, prefix, policy, policies)
 
 
+def mcp_toolsets(servers: Mapping[str, MCPServer], *, prefix: bool = False, **options: Any) -> Toolset:
+    """One toolset of several servers' tools, ``{group name: server}``, connected at once; each
+    server's tools are that group. ``prefix=True`` puts ``"<group>_"`` before each tool's name
+    (else two servers' tools of the same name raise ToolDefinitionError). ``options``: as for
+    :func:`mcp_toolset` (but ``tools``), shared by all servers. A failure closes every connection made."""
+    if not servers:
+        raise ToolDefinitionError("no MCP servers given")
+    unknown = set(options) - _CONNECTION - {"policy", "policies"}
+    if unknown:
+        raise TypeError(f"options {sorted(unknown)} do not apply to several MCP servers")
+    tool_options = {k: v for k, v in options.items() if k not in _CONNECTION}
+    connection = {k: v for k, v in options.items() if k in _CONNECTION}
+    conns = {group: MCPConnection(server, **connection) for group, server in servers.items()}
+    parts: list[Toolset] = []
+    try:
+        pending = {group: conn._begin() for group, conn in conns.items()}  # all connect concurrently
+        for group, ready in pending.items():
+            conn = conns[group]
+            try:
+                listed = ready.result(conn.connect_timeout_s)
+            except BaseException as exc:
+                raise conn._start_error(exc) from exc
+            parts.append(_toolset(conn, listed, None, f"{group}_" if prefix else "",
+                                  tool_options.get("policy"), tool_options.get("policies"), group=group))
+        merged = Toolset(parts)
+    except BaseException:
+        for conn in conns.values():
+            conn.close()
+        raise
+    return merged
+
+
+_CONNECTION = frozenset({"headers", "env", "cwd", "connect_timeout_s", "errlog"})
+
+
 def _toolset(conn: MCPConnection, listed: list[Any], wanted: Sequence[str] | None, prefix: str,
-             policy: ToolPolicy | None, policies: Mapping[str, ToolPolicy] | None) -> Toolset:
+             policy: ToolPolicy | None, policies: Mapping[str, ToolPolicy] | None,
+             group: str | None = None) -> Toolset:
+    group = group or conn.server_name or conn.label
     try:
         by_name = {t.name: t for t in listed}
         missing = sorted(set(wanted or ()) - set(by_name))
         if missing:
             raise ToolDefinitionError(f"the MCP server {conn.label!r} has no tool(s) {missing} "
                                       f"(it has: {', '.join(by_name)})")
-        made = [_tool(conn, by_name[n], prefix, policy, policies or {}) for n in (wanted or list(by_name))]
+        made = [_tool(conn, by_name[n], prefix, policy, policies or {}, group) for n in (wanted or list(by_name))]
         toolset = Toolset(made)
     except BaseException:
         conn.close()
@@ -289,7 +333,7 @@ def _toolset(conn: MCPConnection, listed: list[Any], wanted: Sequence[str] | Non
 
 
 def _tool(conn: MCPConnection, listed: Any, prefix: str, policy: ToolPolicy | None,
-          policies: Mapping[str, ToolPolicy]) -> Tool:
+          policies: Mapping[str, ToolPolicy], group: str) -> Tool:
     data = listed.model_dump(by_alias=True, exclude_none=True, mode="json")
     output = data.get("outputSchema")
     unwrap = isinstance(output, dict) and output.get(_WRAP_MARK) is True
@@ -301,7 +345,7 @@ def _tool(conn: MCPConnection, listed: Any, prefix: str, policy: ToolPolicy | No
     hints = data.get("annotations") or {}
     chosen = (policies.get(spec.name) or policies.get(data["name"]) or policy
               or ToolPolicy(idempotent=bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))))
-    return Tool(spec=spec, fn=_caller(conn, data["name"], unwrap), policy=chosen)
+    return Tool(spec=spec, fn=_caller(conn, data["name"], unwrap), policy=chosen, group=group.strip() or None)
 
 
 def _caller(conn: MCPConnection, name: str, unwrap: bool) -> Callable[..., Any]:

@@ -7,7 +7,14 @@
 * ``$ref``s are resolved; component schemas go into the tool schema's ``$defs`` (so the stubs get
   named ``TypedDict``s, and recursive schemas work); OpenAPI 3.0's ``nullable`` and boolean
   ``exclusiveMinimum``/``exclusiveMaximum`` become their JSON Schema forms;
-* the first 2xx JSON response schema is the tool's output schema (its stub's return type).
+* the first 2xx JSON response schema is the tool's output schema (its stub's return type);
+* each tool's group (for the index a large toolset's prompt shows) is its first tag, else its
+  operationId's prefix (``repos/get`` → ``repos``), else the path's first segment.
+
+Speed at GitHub scale (1,200 operations): each component schema is converted once and shared by
+the tools that use it, and a tool's schema is checked against the JSON Schema meta-schema (and its
+validator compiled) at its first call rather than up front: a broken schema in the document fails
+that tool's calls with a clear error instead of failing the whole toolset.
 
 Operations without a JSON (or empty) request body are left out unless asked for by name, which
 raises: they cannot be called with JSON arguments.
@@ -15,7 +22,6 @@ raises: they cannot be called with JSON arguments.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -44,7 +50,7 @@ def load_openapi(source: Mapping[str, Any] | str | os.PathLike[str],
                  timeout_s: float = 30.0) -> tuple[dict[str, Any], str | None]:
     """The document (a dict, a JSON/YAML file, or an http(s) URL) and the URL it came from, if any."""
     if isinstance(source, Mapping):
-        return copy.deepcopy(dict(source)), None
+        return dict(source), None  # only read: the converter builds new schema objects
     text_source = os.fspath(source)
     if text_source.startswith(("http://", "https://")):
         try:
@@ -92,19 +98,20 @@ def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operatio
     if not version.startswith("3."):
         raise ToolDefinitionError(f"only OpenAPI 3.x documents are supported (this one says {version or 'nothing'!r})")
     root = _base_url(doc, base_url, fetched_from).rstrip("/")
-    wanted = None if operations is None else list(operations)
+    wanted = None if operations is None else set(operations)
     matched: set[str] = set()
     found: list[HttpEndpoint] = []
+    converter = _Converter(doc)  # one for the document: each component schema is converted once
     for path, method, op, item in _operations(doc):
         name = _name(op, method, path)
         keys = {name, f"{method.upper()} {path}"}
-        if wanted is not None and not keys & set(wanted):
+        if wanted is not None and not keys & wanted:
             continue
         matched |= keys
-        endpoint = _Converter(doc).endpoint(name, method, path, op, item, timeout_s, strict=wanted is not None)
+        endpoint = converter.endpoint(name, method, path, op, item, timeout_s, strict=wanted is not None)
         if endpoint is not None:
             found.append(replace(endpoint, url=root + "/" + endpoint.url.lstrip("/")))
-    missing = [w for w in wanted or [] if w not in matched]
+    missing = sorted(w for w in wanted or () if w not in matched)
     if missing:
         available = ", ".join(_name(op, m, p) for p, m, op, _ in _operations(doc))
         raise ToolDefinitionError(f"no operation(s) {missing} in the OpenAPI document (available: {available})")
@@ -149,27 +156,55 @@ def _base_url(doc: dict[str, Any], base_url: str | None, fetched_from: str | Non
     raise ToolDefinitionError("the OpenAPI document gives no absolute server URL: pass base_url")
 
 
+def _group(op: dict[str, Any], name: str, path: str) -> str | None:
+    """The operation's first tag, else its operationId's prefix (``repos/get`` → ``repos``), else
+    the path's first segment."""
+    tags = op.get("tags")
+    if isinstance(tags, list) and tags and isinstance(tags[0], str) and tags[0].strip():
+        return tags[0].strip()
+    for sep in ("/", "."):
+        if sep in name.strip(sep):
+            return name.strip(sep).split(sep, 1)[0]
+    first = next((p for p in path.split("/") if p and not p.startswith("{")), "")
+    return first or None
+
+
 class _Converter:
-    """One operation's schemas, with the component schemas they use collected as ``$defs``."""
+    """A document's schemas as JSON Schema. Component schemas are converted once and shared: each
+    tool's ``$defs`` holds (the same objects of) those it uses, directly or through others."""
 
     def __init__(self, doc: dict[str, Any]) -> None:
         self.doc = doc
-        self.defs: dict[str, Any] = {}
+        self.components: dict[str, Any] = {}
+        self._refs_of: dict[str, set[str]] = {}  # component → the components it refers to directly
+        self._used: list[set[str]] = [set()]  # what the schema being converted refers to (a stack)
 
     def endpoint(self, name: str, method: str, path: str, op: dict[str, Any], item: dict[str, Any],
                  timeout_s: float, strict: bool) -> HttpEndpoint | None:
         params = self._parameters(item, op)
         body = self._body(op, {p.name for p in params}, name, strict)
         if body is None:
+            self._defs()
             return None
-        input_defs, self.defs = self.defs, {}
+        input_defs = self._defs()
         output = self._output(op)
         summary, detail = str(op.get("summary") or "").strip(), str(op.get("description") or "").strip()
         parts = (detail,) if summary and detail.startswith(summary) else (summary, detail)
         description = "\n\n".join(t for t in parts if t)
         return HttpEndpoint(name=name, method=method.upper(), url=path, params=[*params, *body],
                             description=description, timeout_s=timeout_s, output_schema=output,
-                            schema_defs=input_defs)
+                            schema_defs=input_defs, group=_group(op, name, path), lazy_schema=True)
+
+    def _defs(self) -> dict[str, Any]:
+        """The components the schemas converted since the last call use, transitively."""
+        todo, self._used[-1] = list(self._used[-1]), set()
+        seen: set[str] = set()
+        while todo:
+            key = todo.pop()
+            if key not in seen:
+                seen.add(key)
+                todo.extend(self._refs_of.get(key, ()))
+        return {key: self.components[key] for key in sorted(seen)}
 
     def resolve(self, node: Any) -> Any:
         """Follow a (chain of) ``$ref`` to the object it names."""
@@ -194,9 +229,12 @@ class _Converter:
             prefix = "#/components/schemas/"
             if ref.startswith(prefix) and "/" not in ref[len(prefix):]:
                 key = ref[len(prefix):].replace("~1", "/").replace("~0", "~")
-                if key not in self.defs:
-                    self.defs[key] = {}  # placeholder first: a recursive schema refers to itself
-                    self.defs[key] = self.schema(self.resolve({"$ref": ref}))
+                self._used[-1].add(key)
+                if key not in self.components:
+                    self.components[key] = {}  # placeholder first: a recursive schema refers to itself
+                    self._used.append(set())
+                    self.components[key] = self.schema(self.resolve({"$ref": ref}))
+                    self._refs_of[key] = self._used.pop()
                 return {"$ref": "#/$defs/" + ref[len(prefix):]}
             return self.schema(self.resolve(node))
         out = {k: self.schema(v) for k, v in node.items()}
@@ -263,5 +301,6 @@ class _Converter:
                 if media_type.split(";")[0].strip().endswith(("/json", "+json")) and isinstance(media, dict):
                     if isinstance(media.get("schema"), dict):
                         out = self.schema(media["schema"])
-                        return {**out, "$defs": dict(self.defs)} if self.defs else out
+                        defs = self._defs()
+                        return {**out, "$defs": defs} if defs else out
         return None

@@ -20,9 +20,10 @@ from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
-from ..tool_stubs import render_stubs
+from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import events as _events
 from ._loop import LoopThread
+from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger
 from .toolhost import CallDeadline, PermissionHook, ToolHost
@@ -40,13 +41,15 @@ class Runtime:
     def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
                  *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
                  max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
-                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32) -> None:
+                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32,
+                 prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
         self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
                              max_result_chars=max_result_chars, max_concurrency=max_concurrency)
-        self.stubs = render_stubs(self.host.specs)  # the user's tools and the built-ins (read_result)
+        self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
+        self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
@@ -58,8 +61,9 @@ class Runtime:
 
     @property
     def prompt_view(self) -> str:
-        """The tool stubs as the model is shown them."""
-        return self.stubs
+        """The tools as the model is shown them: every stub within ``prompt_budget_chars``, else an
+        index of groups and how to use ``search_tools`` / ``describe_tool`` (see ``runtime.discovery``)."""
+        return self.views.prompt_view
 
     def session(self, *, workspace: str | Path | None = None,
                 inputs: Mapping[str, str | Path] | None = None,

@@ -220,7 +220,7 @@ class ToolHost:
         except ToolArgumentsError as exc:
             raise ToolError("invalid_arguments", "; ".join(exc.problems)) from None
         if builtin:  # the host's own tools: recorded, but no user policy applies
-            return self._read_result(ledger.store, args), False
+            return (tool.fn(**args) if tool.fn is not None else self._read_result(ledger.store, args)), False
         await self._permit(tool, args)
         policy = tool.policy
         if not ledger.admit(name, policy.max_calls):

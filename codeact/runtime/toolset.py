@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias, overload
 
 from codeact.errors import ToolDefinitionError, ToolError
 from codeact.tool_stubs import ToolSpec, python_names, render_stubs
+from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 
 __all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
 
@@ -63,6 +64,7 @@ class Tool:
     spec: ToolSpec
     fn: Callable[..., Any] | None = None
     policy: ToolPolicy = field(default_factory=ToolPolicy)
+    group: str | None = None  # where the tool is listed when a toolset is too large to show whole
     _async: bool = field(default=False, init=False, repr=False, compare=False)
     _async_of: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -73,6 +75,8 @@ class Tool:
             raise ToolDefinitionError(f"Tool.fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.policy, ToolPolicy):
             raise ToolDefinitionError(f"Tool.policy must be a ToolPolicy, got {type(self.policy).__name__}")
+        if self.group is not None and (not isinstance(self.group, str) or not self.group.strip()):
+            raise ToolDefinitionError(f"Tool.group must be a non-empty string or None, got {self.group!r}")
 
     @property
     def name(self) -> str:
@@ -133,6 +137,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     policy: ToolPolicy | None = None,
+    group: str | None = None,
     timeout_s: float | _Unset | None = _UNSET,
     permission: PermissionRule | _Unset = _UNSET,
     deny_reason: str | _Unset | None = _UNSET,
@@ -151,12 +156,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     policy: ToolPolicy | None = None,
+    group: str | None = None,
     **overrides: Any,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function, async function or bound method.
 
     Use as ``@tool``, ``@tool(name=..., timeout_s=..., cacheable=True, ...)`` or ``tool(obj.method)``.
-    Policy keywords (those of :class:`ToolPolicy`) override ``policy``.
+    Policy keywords (those of :class:`ToolPolicy`) override ``policy``; ``group`` lists the tool
+    under that name in the index a large toolset's prompt shows.
     """
     unknown = set(overrides) - set(ToolPolicy.__dataclass_fields__)
     if unknown:
@@ -174,10 +181,10 @@ def tool(
                     input_schema=spec.input_schema,
                     output_schema=spec.output_schema,
                 )
-            return Tool(spec=spec, fn=target.fn, policy=final_policy if policy or chosen else target.policy)
-        return Tool(
-            spec=ToolSpec.from_function(target, name=name, description=description), fn=target, policy=final_policy
-        )
+            return Tool(spec=spec, fn=target.fn, policy=final_policy if policy or chosen else target.policy,
+                        group=group or target.group)
+        return Tool(spec=ToolSpec.from_function(target, name=name, description=description), fn=target,
+                    policy=final_policy, group=group)
 
     return build if fn is None else build(fn)
 
@@ -250,6 +257,11 @@ class Toolset:
         return [t.spec for t in self._tools.values()]
 
     @property
+    def groups(self) -> dict[str, str | None]:
+        """Tool name → its group (None: ungrouped)."""
+        return {name: t.group for name, t in self._tools.items()}
+
+    @property
     def python_names(self) -> dict[str, str]:
         """Tool name → the identifier its stub has (collisions resolved as in the stubs)."""
         return python_names(self.specs)
@@ -259,8 +271,13 @@ class Toolset:
         return Toolset([self, other if isinstance(other, Toolset) else Toolset(other)])
 
     def stubs(self) -> str:
-        """The typed stub module (and prompt view) for these tools."""
+        """The typed stub module for these tools (what a sandbox executes)."""
         return render_stubs(self.specs)
+
+    def prompt_view(self, budget: int = DEFAULT_PROMPT_BUDGET) -> str:
+        """What a model is shown of these tools: every stub within ``budget`` characters, else an
+        index of groups and how to search (``Runtime.prompt_view`` adds the runtime's built-ins)."""
+        return ToolCatalog(self.specs, self.groups).prompt_view(self.specs, budget)
 
     def to_openai(self) -> list[dict[str, Any]]:
         return [s.to_openai() for s in self.specs]
@@ -283,12 +300,15 @@ class Toolset:
     def from_mcp(cls, source: Any, **options: Any) -> Toolset:
         """An MCP server's tools, connected now: ``source`` is a stdio command (a list of strings or
         ``mcp.StdioServerParameters``) or a streamable-HTTP URL (``options``: see
-        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection). Or
-        tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
-        from .mcp_tools import is_mcp_server, mcp_toolset
+        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection); or
+        ``{group name: server}`` for several servers at once, each a group (see ``mcp_toolsets``).
+        Or tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
+        from .mcp_tools import is_mcp_server, mcp_toolset, mcp_toolsets
 
         if is_mcp_server(source):
             return mcp_toolset(source, **options)
+        if isinstance(source, Mapping):  # {group name: server}: several servers, each a group
+            return mcp_toolsets(source, **options)
         if options:
             raise TypeError(f"options {sorted(options)} apply to an MCP server, not to tool definitions")
         return cls(ToolSpec.from_mcp(d) for d in source)

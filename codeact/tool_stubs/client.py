@@ -132,12 +132,31 @@ def async_stubs(namespace: Mapping[str, Any], module: str = "codeact_tools") -> 
     client = getattr(call, "__self__", None)
     if not isinstance(client, ToolClient):
         raise RuntimeError("no tool client in this namespace: async_stubs needs the kernel's __codeact_call__")
-    variants = {
-        key: _async_variant(fn, client.acall)
-        for key, fn in namespace.items()
-        if isinstance(fn, types.FunctionType) and fn.__module__ == module
-    }
-    return types.SimpleNamespace(**variants)
+    stubs = {key: fn for key, fn in namespace.items() if isinstance(fn, types.FunctionType) and fn.__module__ == module}
+    return _AsyncStubs(stubs, client.acall)
+
+
+class _AsyncStubs(types.SimpleNamespace):
+    """``aio``: each async variant is made at its first use (a large toolset has thousands of stubs,
+    and a session should not pay for wrapping them all up front)."""
+
+    def __init__(self, stubs: dict[str, types.FunctionType], acall: Callable[[str, dict[str, Any]], Any]) -> None:
+        object.__setattr__(self, "_stubs", stubs)
+        object.__setattr__(self, "_acall", acall)
+
+    def __getattr__(self, name: str) -> Any:
+        stubs = object.__getattribute__(self, "_stubs")
+        if name not in stubs:
+            raise AttributeError(f"no tool named {name!r}")
+        variant = _async_variant(stubs[name], object.__getattribute__(self, "_acall"))
+        object.__setattr__(self, name, variant)
+        return variant
+
+    def __dir__(self) -> list[str]:
+        return sorted(object.__getattribute__(self, "_stubs"))
+
+    def __repr__(self) -> str:
+        return f"<async twins of {len(object.__getattribute__(self, '_stubs'))} tools>"
 
 
 def _async_variant(stub: types.FunctionType, acall: Callable[[str, dict[str, Any]], Any]) -> Callable[..., Any]:

@@ -2,12 +2,20 @@
 
 Each stub is an ordinary ``def`` whose body only builds a dict of arguments and returns
 ``__codeact_call__(<tool name>, <arguments>)``. The kernel injects ``__codeact_call__``; stubs use no
-other global name besides ``typing`` names, and no builtins, since a tool may be called ``max`` or ``dict``.
+other global name besides ``typing`` names and the module's own ``__codeact_args__``, and no builtins,
+since a tool may be called ``max`` or ``dict``.
+
+Faithful arguments: a signature shows the schema's documented default (``per_page: int = 30``), but
+a short footer wraps every default in a ``__codeact_default__`` marker (its repr is the value's, so
+``help()`` reads the same) and ``__codeact_args__`` leaves marked values out: an argument the code did
+not pass is not sent, and the tool's (or server's) own default applies. An explicit ``None`` for an
+optional parameter whose schema takes no null is left out too. The prompt view (``prompt=True``) is
+the module without that machinery.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +29,7 @@ from codeact.tool_stubs._schema_to_py import (
 )
 from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
 
-__all__ = ["HEADER", "render_stubs"]
+__all__ = ["HEADER", "render_lean_stubs", "render_module", "render_stubs"]
 
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
@@ -33,6 +41,36 @@ HEADER = """\
 # read_result(call_id, offset, limit) pages through the rest."""
 
 _CALL = "__codeact_call__"
+_ARGS = "__codeact_args__"
+_PREAMBLE = '''\
+class __codeact_default__:
+    """A default the code did not override: not sent, so the tool's own default applies."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return self.value.__repr__()
+
+
+def __codeact_args__(arguments, *drop_if_none):
+    """The arguments the code passed (defaults left out; None too where the tool takes no null)."""
+    return {
+        key: value for key, value in arguments.items()
+        if value.__class__ is not __codeact_default__ and not (value is None and key in drop_if_none)
+    }
+
+
+__codeact_locals__ = locals  # bound before any tool can shadow the builtin (lean stubs use it)
+
+
+def __codeact_mark_defaults__(functions):
+    for function in functions:
+        if function.__defaults__:
+            function.__defaults__ = (*(__codeact_default__(v) for v in function.__defaults__),)'''
+
 #: Builtins that annotations use: a stub with one of these names goes last, with quoted annotations,
 #: so that it cannot break the annotations of the stubs and classes defined before it.
 _ANNOTATION_BUILTINS = frozenset({"str", "int", "float", "bool", "list", "dict"})
@@ -49,10 +87,19 @@ class _Param:
     doc: str
 
 
-def render_stubs(specs: Sequence[ToolSpec]) -> str:
-    """Python source (3.10+) defining one typed stub function per spec, named by its python name."""
+def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:
+    """Python source (3.10+) defining one typed stub function per spec, named by its python name.
+
+    ``prompt=True``: the text the model is shown: the same signatures and docstrings, bodies ``...``,
+    without the module's default-marking machinery.
+    """
     specs = list(specs)
-    names = python_names(specs)
+    return render_module(specs, python_names(specs), prompt=prompt)
+
+
+def render_module(specs: Sequence[ToolSpec], names: Mapping[str, str], *, prompt: bool = False,
+                  header: str = HEADER) -> str:
+    """:func:`render_stubs` with the python names given (a subset of a larger set keeps its names)."""
     types = TypeRenderer(set(names.values()) | RESERVED_NAMES | _ANNOTATION_BUILTINS)
     head: list[str] = []
     tail_classes: list[str] = []
@@ -60,18 +107,28 @@ def render_stubs(specs: Sequence[ToolSpec]) -> str:
     for spec in specs:
         name = names[spec.name]
         shadows = name in _ANNOTATION_BUILTINS
-        source = _function(spec, name, types, quoted=shadows)
+        source = _function(spec, name, types, quoted=shadows, prompt=prompt)
         if shadows:
             tail_classes += types.drain()
             tail_defs.append(source)
         else:
             head += [*types.drain(), source]
-    top = HEADER
+    top = [header] if header else []
     if types.imports:
-        top += "\n\nfrom typing import " + ", ".join(sorted(types.imports))
+        top.append("from typing import " + ", ".join(sorted(types.imports)))
     if not specs:
-        top += "\n\n# (no tools are available)"
-    return "\n\n\n".join([top, *head, *tail_classes, *tail_defs]) + "\n"
+        top.append("# (no tools are available)")
+    parts = ["\n\n".join(top)] if top else []
+    if not prompt and specs:
+        parts.append(_PREAMBLE)
+    parts += [*head, *tail_classes, *tail_defs]
+    if not prompt and specs:
+        parts.append(_footer(names[s.name] for s in specs))
+    return "\n\n\n".join(parts) + "\n"
+
+
+def _footer(stubs: Iterable[str]) -> str:
+    return f"__codeact_mark_defaults__(({''.join(f'{n}, ' for n in stubs)}))"
 
 
 def _unique(base: str, taken: set[str]) -> str:
@@ -81,7 +138,8 @@ def _unique(base: str, taken: set[str]) -> str:
     return name
 
 
-def _params(spec: ToolSpec, stub: str, types: TypeRenderer) -> list[_Param]:
+def _params(spec: ToolSpec, stub: str, types: TypeRenderer | None) -> list[_Param]:
+    """The stub's parameters, required ones first; ``types=None``: without annotations (lean stubs)."""
     schema = spec.input_schema
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
@@ -89,17 +147,17 @@ def _params(spec: ToolSpec, stub: str, types: TypeRenderer) -> list[_Param]:
     pynames = python_names(list(props), reserved={_CALL})
     params = []
     for key, sub in props.items():
-        annotation = types.annotation(sub, schema, camel(stub) + camel(key))
-        doc = _param_doc(sub)
+        annotation = types.annotation(sub, schema, camel(stub) + camel(key)) if types else ""
+        doc = _param_doc(sub) if types else ""
         if key in required:
             params.append(_Param(key, pynames[key], annotation, None, False, doc))
             continue
         default = py_literal(sub["default"]) if isinstance(sub, dict) and "default" in sub else None
-        if default is None or default == "None":
-            omit = not allows_null(sub, schema)
-            params.append(_Param(key, pynames[key], types.optional(annotation), "None", omit, doc))
+        omit = not allows_null(sub, schema)
+        if default in (None, "None", '"None"'):  # BFCL-style docs write a missing default as "None"
+            params.append(_Param(key, pynames[key], types.optional(annotation) if types else "", "None", omit, doc))
         else:
-            params.append(_Param(key, pynames[key], annotation, default, False, doc))
+            params.append(_Param(key, pynames[key], annotation, default, omit, doc))
         if key != pynames[key]:
             params[-1].doc = f"{params[-1].doc} (sent to the tool as {py_str(key)})".lstrip()
     return sorted(params, key=lambda p: p.default is not None)  # stable: required ones first
@@ -117,7 +175,7 @@ def _param_doc(schema: Any) -> str:
     return text
 
 
-def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool) -> str:
+def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool, prompt: bool = False) -> str:
     def q(annotation: str) -> str:
         return py_str(annotation) if quoted and not annotation.startswith(("'", '"')) else annotation
 
@@ -139,7 +197,7 @@ def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool) -> s
     doc = _docstring(spec, params, kwargs, returns)
     if doc:
         lines.append(doc)
-    lines += _body(spec.name, params, kwargs, taken)
+    lines += ["    ..."] if prompt else _body(spec.name, params, kwargs, taken)  # the model needs no plumbing
     return "\n".join(lines)
 
 
@@ -205,14 +263,39 @@ def _dict_source(params: list[_Param], indent: str, prefix: str, suffix: str) ->
 
 def _body(tool: str, params: list[_Param], kwargs: str | None, taken: set[str]) -> list[str]:
     call = f"return {_CALL}({py_str(tool)}, "
-    omitted = [p for p in params if p.omit_if_none]
-    if not omitted and not kwargs:
+    if all(p.default is None for p in params) and not kwargs:
         return _dict_source(params, "    ", call, ")")
-    var = _unique("arguments", taken | {kwargs or ""})
-    lines = _dict_source(params, "    ", f"{var} = ", "")
-    for p in omitted:
-        lines += [f"    if {p.name} is None:", f"        del {var}[{py_str(p.key)}]"]
-    if kwargs:
-        lines.append(f"    {var}.update({kwargs})")
-    lines.append(f"    {call}{var})")
+    drops = "".join(f", {py_str(p.key)}" for p in params if p.omit_if_none)
+    if not kwargs:
+        return _dict_source(params, "    ", f"{call}{_ARGS}(", f"{drops}))")
+    var = _unique("arguments", taken | {kwargs})
+    lines = _dict_source(params, "    ", f"{var} = {_ARGS}(", f"{drops})")
+    lines += [f"    {var}.update({kwargs})", f"    {call}{var})"]
     return lines
+
+
+def render_lean_stubs(specs: Sequence[ToolSpec]) -> str:
+    """The executable module for a large toolset: every tool's stub with its real parameters and
+    defaults but no annotations, docstrings or classes (``describe_tool`` shows those), so a sandbox
+    compiles thousands of tools in milliseconds. Calls send exactly what :func:`render_stubs`' would."""
+    specs = list(specs)
+    names = python_names(specs)
+    defs = []
+    for spec in specs:
+        stub = names[spec.name]
+        params = _params(spec, stub, None)
+        taken = {p.name for p in params}
+        extra = spec.input_schema.get("additionalProperties")
+        kwargs = _unique("kwargs", taken) if extra is True or (isinstance(extra, dict) and extra) else None
+        parts = [p.name + (f"={p.default}" if p.default is not None else "") for p in params]
+        if kwargs:
+            parts.append(f"**{kwargs}")
+        if kwargs or any(p.key != p.name for p in params):
+            body = _body(spec.name, params, kwargs, taken)
+        else:  # the parameters are the keys: send the frame's locals (a third of the source to compile)
+            drops = "".join(f", {py_str(p.key)}" for p in params if p.omit_if_none)
+            body = [f"    return {_CALL}({py_str(spec.name)}, {_ARGS}(__codeact_locals__(){drops}))"]
+        defs.append("\n".join([f"def {stub}({', '.join(parts)}):", *body]))
+    if not specs:
+        return HEADER + "\n"
+    return "\n\n".join([HEADER, _PREAMBLE, *defs, _footer(names.values())]) + "\n"

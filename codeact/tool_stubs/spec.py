@@ -84,9 +84,13 @@ class ToolSpec(BaseModel):
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=_empty_object)
     output_schema: dict[str, Any] | None = None
-    _validator: Validator = PrivateAttr()
+    _validator: Validator | None = PrivateAttr(default=None)
 
     def __init__(self, /, **data: Any) -> None:
+        # Private: a converter of a large document (OpenAPI) defers the schema check and the
+        # validator to the tool's first validation: checking 1,200 schemas against the meta-schema
+        # takes longer than anything else a toolset does, and most tools are never called.
+        lazy = bool(data.pop("_lazy", False))
         for what in ("input_schema", "output_schema"):
             schema = data.get(what, {})
             if not isinstance(schema, dict) and not (schema is None and what == "output_schema"):
@@ -101,9 +105,12 @@ class ToolSpec(BaseModel):
             raise ToolDefinitionError(f"invalid tool definition {data.get('name')!r}: {where}") from None
         if not self.name.strip() or not self.name.isprintable():
             raise ToolDefinitionError(f"invalid tool name {self.name!r}: use a non-empty name of printable characters")
-        self._validator = _compile(self.name, self.input_schema, "input_schema")
+        if lazy:
+            _check_shape(self.name, self.input_schema, "input_schema")
+            return
+        self._validator = _validator_class(self.input_schema)(_check(self.name, self.input_schema, "input_schema"))
         if self.output_schema is not None:
-            _compile(self.name, self.output_schema, "output_schema")
+            _check(self.name, self.output_schema, "output_schema")
 
     @field_validator("description", mode="before")
     @classmethod
@@ -125,7 +132,7 @@ class ToolSpec(BaseModel):
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         super().__setstate__(state)
-        self._validator = _compile(self.name, self.input_schema, "input_schema")
+        self._validator = None  # compiled again at the first validation
 
     @property
     def python_name(self) -> str:
@@ -144,6 +151,8 @@ class ToolSpec(BaseModel):
             problem = f"(root): arguments must be an object of named parameters, got {kind}"
             raise ToolArgumentsError(self.name, [problem])
         args = dict(arguments)
+        if self._validator is None:  # deferred (see __init__) or unpickled: checked now
+            self._validator = _validator_class(self.input_schema)(_check(self.name, self.input_schema, "input_schema"))
         try:
             errors = sorted(self._validator.iter_errors(args), key=_error_key)
         except Unresolvable as exc:
@@ -184,13 +193,35 @@ class ToolSpec(BaseModel):
             input_schema=_empty_object() if params is None else copy.deepcopy(params),
         )
 
-    def to_openai(self) -> dict[str, Any]:
-        """The Chat Completions shape ``{"type": "function", "function": {name, description, parameters}}``."""
+    def to_openai(self, strict: bool = False) -> dict[str, Any]:
+        """The Chat Completions shape ``{"type": "function", "function": {name, description, parameters}}``.
+
+        ``strict=True``: the parameters in the strict subset with ``"strict": true`` (constrained
+        decoding; see :mod:`codeact.tool_stubs.strict`), or as they are, without the flag, when the
+        schema has no strict form. Optional arguments then arrive as null: :meth:`drop_omitted_nulls`.
+        """
         fn: dict[str, Any] = {"name": self.name}
         if self.description:
             fn["description"] = self.description
         fn["parameters"] = copy.deepcopy(self.input_schema)
+        if strict and (converted := self.strict_input_schema()) is not None:
+            fn["parameters"], fn["strict"] = converted, True
         return {"type": "function", "function": fn}
+
+    def strict_input_schema(self) -> dict[str, Any] | None:
+        """The input schema in the providers' strict subset, or None if it has no strict form."""
+        from codeact.tool_stubs.strict import NotStrict, strict_schema
+
+        try:
+            return strict_schema(self.input_schema)
+        except NotStrict:
+            return None
+
+    def drop_omitted_nulls(self, arguments: Any) -> Any:
+        """``arguments`` from strict decoding without the nulls standing for omitted optional arguments."""
+        from codeact.tool_stubs.strict import drop_omitted_nulls
+
+        return drop_omitted_nulls(self.input_schema, arguments)
 
     @classmethod
     def from_anthropic(cls, d: Mapping[str, Any]) -> ToolSpec:
@@ -208,12 +239,15 @@ class ToolSpec(BaseModel):
             output_schema=copy.deepcopy(data.get("output_schema")),
         )
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """The Anthropic Messages shape ``{name, description, input_schema}``."""
+    def to_anthropic(self, strict: bool = False) -> dict[str, Any]:
+        """The Anthropic Messages shape ``{name, description, input_schema}``; ``strict=True`` as in
+        :meth:`to_openai` (Anthropic's ``"strict": true`` tool flag)."""
         out: dict[str, Any] = {"name": self.name}
         if self.description:
             out["description"] = self.description
         out["input_schema"] = copy.deepcopy(self.input_schema)
+        if strict and (converted := self.strict_input_schema()) is not None:
+            out["input_schema"], out["strict"] = converted, True
         return out
 
     @classmethod
@@ -271,8 +305,16 @@ def _mapping(d: Any, shape: str) -> dict[str, Any]:
 # -- schema checking ---------------------------------------------------------------------------------
 
 
-def _compile(name: str, schema: Any, what: str) -> Validator:
-    """Check ``schema`` (tolerating vendor extras) and return its compiled validator."""
+def _validator_class(schema: dict[str, Any]) -> type[Validator]:
+    if "$schema" in schema:
+        with warnings.catch_warnings():  # an unknown $schema falls back to the latest draft
+            warnings.simplefilter("ignore")
+            cls: type[Validator] = validator_for(schema, default=Draft202012Validator)
+            return cls
+    return Draft202012Validator
+
+
+def _check_shape(name: str, schema: Any, what: str) -> None:
     if not isinstance(schema, dict):
         raise ToolDefinitionError(
             f"tool {name!r}: {what} must be a JSON Schema object (a dict), got {type(schema).__name__}"
@@ -285,22 +327,21 @@ def _compile(name: str, schema: Any, what: str) -> Validator:
         and not (isinstance(kind, list) and "object" in kind)
     ):
         raise ToolDefinitionError(f"tool {name!r}: input_schema must describe an object, not type {kind!r}")
-    prepared = _lift_legacy_required(schema)
-    if "$schema" in schema:
-        with warnings.catch_warnings():  # an unknown $schema falls back to the latest draft
-            warnings.simplefilter("ignore")
-            cls = validator_for(schema, default=Draft202012Validator)
-    else:
-        cls = Draft202012Validator
+
+
+def _check(name: str, schema: Any, what: str) -> dict[str, Any]:
+    """Check ``schema`` (tolerating vendor extras); return it prepared for a validator."""
+    _check_shape(name, schema, what)
+    prepared: dict[str, Any] = _lift_legacy_required(schema)
     try:
-        cls.check_schema(prepared)
+        _validator_class(schema).check_schema(prepared)
     except SchemaError as exc:
         at = "/".join(map(str, exc.absolute_path)) or "(root)"
         raise ToolDefinitionError(f"tool {name!r}: {what} is not a valid JSON Schema at {at}: {exc.message}") from None
     for ref in _local_refs(prepared):
         if resolve_ref(prepared, ref) is None:
             raise ToolDefinitionError(f"tool {name!r}: {what} has a $ref that does not resolve: {ref!r}")
-    return cls(prepared)
+    return prepared
 
 
 def _lift_legacy_required(node: Any) -> Any:

@@ -266,9 +266,11 @@ class AnthropicClient(HTTPModelClient):
             body["tools"] = []
             for tool in tools:
                 name, description, schema = tool_parts(tool)
-                entry = {"name": name, "input_schema": schema}
+                entry: dict[str, Any] = {"name": name, "input_schema": schema}
                 if description:
                     entry["description"] = description
+                if tool.get("strict"):  # constrained decoding: the schema is in the strict subset
+                    entry["strict"] = True
                 body["tools"].append(entry)
             body["tool_choice"] = _tool_choice(tool_choice)
         if stream:

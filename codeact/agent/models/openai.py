@@ -198,6 +198,9 @@ class OpenAIChatClient(HTTPModelClient):
     api.openai.com (newer models reject ``max_tokens``), ``"max_tokens"`` for other servers.
     """
 
+    #: The endpoint decodes ``strict`` function definitions under their schema (constrained decoding).
+    supports_strict_tools = True
+
     provider = "openai"
 
     def __init__(
@@ -255,7 +258,9 @@ class OpenAIChatClient(HTTPModelClient):
             body["tools"] = []
             for tool in tools:
                 name, description, schema = tool_parts(tool)
-                fn = {"name": name, "description": description, "parameters": schema}
+                fn: dict[str, Any] = {"name": name, "description": description, "parameters": schema}
+                if tool.get("strict"):  # constrained decoding: the schema is in the strict subset
+                    fn["strict"] = True
                 body["tools"].append({"type": "function", "function": fn})
             body["tool_choice"] = _tool_choice(tool_choice)
         if stream:

@@ -1,0 +1,172 @@
+"""Tool schemas in the providers' *strict* subset (constrained decoding), and back.
+
+OpenAI's ``strict: true`` functions and Anthropic's ``strict`` tools decode arguments under a
+grammar built from the schema, which needs a subset of JSON Schema: every object lists all its
+properties in ``required`` and has ``additionalProperties: false``; no ``oneOf``/``allOf``/``not``,
+no ``$ref`` beside other keywords, no string/number/array bounds or defaults. :func:`strict_schema`
+converts a schema:
+
+* an optional property becomes required but nullable (``null`` means "not given");
+* ``oneOf`` becomes ``anyOf``; a one-member ``allOf`` is merged, a larger one of objects is merged;
+* every keyword outside the subset (``minimum``, ``pattern``, ``default``, ``format``…) moves into the
+  property's description, so the model still reads it (``default: 30; maximum: 100``);
+* a free-form object (``additionalProperties`` not false and no properties) cannot be expressed:
+  :class:`NotStrict` is raised and the caller sends that tool non-strict.
+
+:func:`drop_omitted_nulls` undoes the nullability on the way back: a ``null`` for a property that was
+optional and does not itself admit null is removed before validation, so the record shows what the
+model meant (the argument was not given), as a stub call would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from codeact.tool_stubs._schema_to_py import allows_null, required_keys, resolve_ref
+
+__all__ = ["NotStrict", "drop_omitted_nulls", "strict_schema"]
+
+#: Keywords the strict subset keeps; the others go into the description.
+_KEPT = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+                   "$ref", "$defs", "description", "title"})
+_MAX_DEPTH = 64
+
+
+class NotStrict(ValueError):
+    """The schema has a part the strict subset cannot express (a free-form object)."""
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A strict-subset copy of an input schema (see the module docstring); raises :class:`NotStrict`."""
+    root = copy.deepcopy(schema)
+    out = _convert(root, root, 0)
+    defs = root.get("$defs")
+    if isinstance(defs, dict):
+        out["$defs"] = {k: _convert(v, root, 0) for k, v in defs.items()}
+    if out.get("type") != "object":
+        out["type"] = "object"
+    out.setdefault("properties", {})
+    out.setdefault("required", [])
+    out["additionalProperties"] = False
+    return out
+
+
+def _convert(node: Any, root: dict[str, Any], depth: int) -> dict[str, Any]:
+    if depth > _MAX_DEPTH:
+        raise NotStrict("the schema nests too deeply")
+    if node is True or node == {} or not isinstance(node, dict):
+        raise NotStrict("an unconstrained value (any JSON) has no strict form")
+    node = dict(node)
+    node.pop("$defs", None)
+    node.pop("$schema", None)
+    if "$ref" in node:
+        ref = node.pop("$ref")
+        if node:  # siblings beside $ref: inline the target (the subset allows a bare $ref only)
+            target = resolve_ref(root, ref)
+            if not isinstance(target, dict):
+                raise NotStrict(f"unresolvable $ref {ref!r}")
+            return _convert({**target, **node}, root, depth + 1)
+        return {"$ref": ref}
+    if "oneOf" in node:
+        node["anyOf"] = node.pop("oneOf")
+    if isinstance(node.get("allOf"), list):
+        node = {**_merge_all_of(node.pop("allOf"), root), **node}
+    out = _kept(node)
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [_convert(m, root, depth + 1) for m in out["anyOf"]]
+    if isinstance(out.get("items"), dict):
+        out["items"] = _convert(out["items"], root, depth + 1)
+    elif "items" in out:
+        raise NotStrict("array items must be one schema")
+    kind = out.get("type")
+    if kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in out:
+        _object(out, root, depth)
+    elif kind == "array" and "items" not in out:
+        raise NotStrict("an array without an items schema has no strict form")
+    elif kind is None and not any(k in out for k in ("anyOf", "enum", "const")):
+        raise NotStrict("a schema without a type has no strict form")
+    return out
+
+
+def _merge_all_of(members: list[Any], root: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for member in members:
+        member = resolve_ref(root, member["$ref"]) if isinstance(member, dict) and "$ref" in member else member
+        if not isinstance(member, dict):
+            raise NotStrict("an allOf member is not a schema object")
+        props = {**merged.get("properties", {}), **member.get("properties", {})}
+        req = [*merged.get("required", []), *member.get("required", [])]
+        merged = {**merged, **member, **({"properties": props} if props else {}), **({"required": req} if req else {})}
+    return merged
+
+
+def _kept(node: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of the subset; the others, as text, appended to the description."""
+    out: dict[str, Any] = {}
+    notes = []
+    for key, value in node.items():
+        if key in _KEPT:
+            out[key] = value
+        elif not key.startswith("x-"):
+            notes.append(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+    if notes:
+        out["description"] = "; ".join([*([str(out["description"])] if out.get("description") else []), *notes])
+    return out
+
+
+def _object(out: dict[str, Any], root: dict[str, Any], depth: int) -> None:
+    props = out.get("properties")
+    extra = out.get("additionalProperties")
+    if not isinstance(props, dict) or not props:
+        if extra is False:
+            out["properties"], out["required"] = {}, []
+            return
+        raise NotStrict("a free-form object (no properties) has no strict form")
+    required = required_keys(out, props)
+    converted = {}
+    for key, sub in props.items():
+        prop = _convert(sub, root, depth + 1)
+        converted[key] = prop if key in required or allows_null(sub, root) else _nullable(prop)
+    out["properties"] = converted
+    out["required"] = list(converted)
+    out["additionalProperties"] = False
+
+
+def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    kind = prop.get("type")
+    if isinstance(kind, str) and "enum" not in prop and "const" not in prop:
+        return {**prop, "type": [kind, "null"]}
+    if isinstance(kind, list) and "enum" not in prop and "const" not in prop:
+        return {**prop, "type": [*kind, "null"]}
+    outer = {"anyOf": [{k: v for k, v in prop.items() if k != "description"}, {"type": "null"}]}
+    if "description" in prop:
+        outer["description"] = prop["description"]
+    return outer
+
+
+def drop_omitted_nulls(schema: dict[str, Any], arguments: Any, root: dict[str, Any] | None = None,
+                       depth: int = 0) -> Any:
+    """``arguments`` without the nulls that strict decoding put for optional, non-nullable properties
+    (recursively through objects, arrays and local ``$ref``s)."""
+    root = schema if root is None else root
+    if depth > _MAX_DEPTH or not isinstance(schema, dict):
+        return arguments
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = resolve_ref(root, ref)
+        return drop_omitted_nulls(target, arguments, root, depth + 1) if isinstance(target, dict) else arguments
+    if isinstance(arguments, list) and isinstance(schema.get("items"), dict):
+        return [drop_omitted_nulls(schema["items"], a, root, depth + 1) for a in arguments]
+    props = schema.get("properties")
+    if not isinstance(arguments, dict) or not isinstance(props, dict):
+        return arguments
+    required = required_keys(schema, props)
+    out = {}
+    for key, value in arguments.items():
+        sub = props.get(key)
+        if value is None and key not in required and sub is not None and not allows_null(sub, root):
+            continue
+        out[key] = drop_omitted_nulls(sub, value, root, depth + 1) if isinstance(sub, dict) else value
+    return out
