@@ -224,3 +224,21 @@ def test_the_kernel_dies_with_the_host_process() -> None:
     finally:
         host.kill()
         host.wait(30)
+
+
+def test_a_kernel_started_from_a_short_lived_thread_outlives_it() -> None:
+    """Regression: --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked
+    the child exits. A session first used by a run with a listener (a worker thread) lost its
+    kernel (SIGKILL) as soon as that thread ended."""
+    import threading
+
+    _bwrap_or_skip()
+    with Runtime([], SandboxConfig(backend="local", policy="none", isolation="bwrap")) as rt, rt.session() as s:
+        started = threading.Thread(target=s.start)
+        started.start()
+        started.join()
+        for i in range(3):
+            streamed = s.run(f"print({i})", on_event=lambda event: None)
+            assert streamed.ok and streamed.stdout == f"{i}\n", streamed
+            plain = s.run("x = 1\nx")
+            assert plain.ok and plain.value == 1, plain

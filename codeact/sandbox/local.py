@@ -15,6 +15,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
@@ -30,6 +33,21 @@ __all__ = ["LocalSandbox", "isolation_report"]
 isolation_report = _bwrap.doctor_report
 
 _MB = 1024 * 1024
+
+#: Kernels are started from this one long-lived thread. bwrap's ``--die-with-parent`` is
+#: PR_SET_PDEATHSIG, which fires when the *thread* that forked the child exits, not the process:
+#: a kernel started from a short-lived thread (a run with a listener, a pool filler) was SIGKILLed
+#: as soon as that thread ended.
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawn(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeact-spawner")
+    return _SPAWNER.submit(start).result()
 
 
 def _restricted_package() -> Path:
@@ -107,10 +125,10 @@ class LocalSandbox:
             raise
         log = open(self.session_dir / "kernel.log", "wb")
         try:
-            self._proc = subprocess.Popen(
+            self._proc = _spawn(lambda: subprocess.Popen(
                 cmd, cwd=self.workspace, env={}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True, preexec_fn=self._limits, close_fds=True,
-            )
+            ))
         except OSError as exc:
             listener.close()
             raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
