@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import threading
-import time
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,6 +19,7 @@ from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
+from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from .ledger import CallLedger
 from .toolhost import CallDeadline, PermissionHook, ToolHost
@@ -28,7 +27,6 @@ from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
 
-_MAX_FILES = 1000
 _MAX_VALUE_CHARS = 512 * 1024  # the kernel bounds values at 256 KiB; this is the safety net
 
 
@@ -164,7 +162,7 @@ class Session:
         with self._lock:
             driver = self._ensure()
             ledger = CallLedger(self.cache)
-            started_ns = time.time_ns()
+            before = snapshot(driver.sandbox.workspace)
 
             on_call = self._call_handler(driver, ledger)
 
@@ -173,7 +171,7 @@ class Session:
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                                  grace_s=self.config.grace_s)
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
-            result.files = _written_files(driver.sandbox.workspace, started_ns)
+            result.files = _written_files(driver.sandbox, before)
             if outcome.state_lost:
                 self._discard()
             self.history.append(result)
@@ -275,26 +273,11 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     return result
 
 
-def _written_files(root: Path, since_ns: int) -> list[FileInfo]:
-    """Regular files under ``root`` modified since ``since_ns`` (symlinks are not followed)."""
-    found: list[FileInfo] = []
-    since = since_ns - 10_000_000  # filesystem timestamps can lag the clock by a tick
-    stack = [str(root)]
-    while stack and len(found) < _MAX_FILES:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    if st.st_mtime_ns >= since:
-                        found.append(FileInfo(path=os.path.relpath(entry.path, root), size=st.st_size))
-            except OSError:
-                continue
-    found.sort(key=lambda f: f.path)
-    return found[:_MAX_FILES]
-
+def _written_files(sandbox: Any, before: WorkspaceSnapshot) -> list[FileInfo]:
+    """The files this run created or modified (see ``_files``); a sandbox whose workspace is a copy
+    of the user's directory (``sync_out``) writes them back there."""
+    files, removed = written_files(sandbox.workspace, before)
+    sync_out = getattr(sandbox, "sync_out", None)
+    if sync_out is not None and (files or removed):
+        sync_out([f.path for f in files], removed)
+    return files
