@@ -4,7 +4,8 @@ Hardening (each checked from inside by tests/test_docker_hardening.py): no netwo
 read-only root, size-limited tmpfs /tmp, the session's workspace as the only other writable place,
 a non-root uid, every capability dropped, no-new-privileges, pids/memory(+swap)/CPU limits,
 nofile/fsize ulimits, an init that reaps zombies and forwards signals, Docker's default seccomp
-profile, no log driver, an empty environment, no Docker socket, owner labels for cleanup. Code
+profile minus ptrace & co. (``_seccomp``), no log driver, an empty environment, no Docker socket,
+owner labels for cleanup. Code
 arrives over the channel (a Unix socket in a per-session host directory), never through a mount.
 """
 
@@ -25,6 +26,7 @@ from ..errors import SandboxUnavailable
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._reaper import reap
+from ._seccomp import profile_json
 from .base import ExitStatus, SandboxConfig
 from .engine import docker_client
 from .protocol import FrameSocket
@@ -111,7 +113,7 @@ class DockerSandbox:
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"},
             mounts=self._mounts(chan_dir),
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=["no-new-privileges", f"seccomp={profile_json()}"],
             pids_limit=cfg.pids_limit,
             mem_limit=cfg.memory_mb * _MB,
             memswap_limit=cfg.memory_mb * _MB,
