@@ -9,11 +9,12 @@ import sys
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from codeact import Runtime, SandboxConfig
-from codeact.sandbox._owner import LABEL, owner_id, sessions_root
+from codeact.sandbox._owner import LABEL, dir_owner, owner_id, sessions_root
 
 pytestmark = pytest.mark.docker
 
@@ -69,4 +70,5 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
     subprocess.run([sys.executable, "-c", "from codeact import Runtime, SandboxConfig\n"
                     "with Runtime([], SandboxConfig(backend='docker')) as rt: rt.run('1')"], check=True)
     assert _containers(owner) == []
-    assert not (sessions_root() / owner).exists()
+    assert not [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
+    assert str(sessions_root()) not in Path("/proc/self/mountinfo").read_text()  # its workspace unmounted
