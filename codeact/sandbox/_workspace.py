@@ -28,7 +28,7 @@ from ..errors import SandboxUnavailable
 
 __all__ = ["Workspace", "loop_available", "unmount_under"]
 
-_MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-N", "16384"]
+_MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode"]
 
 
 def loop_available() -> bool:
@@ -57,7 +57,9 @@ class Workspace:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._image.open("wb") as fh:
             fh.truncate(self.disk_mb * 1024 * 1024)
-        _run([*_MKFS, "-E", f"root_owner={self.uid}:{self.uid},lazy_itable_init=1,nodiscard", str(self._image)])
+        inodes = max(1024, min(262_144, self.disk_mb * 64))  # files the code may create
+        ext = f"root_owner={self.uid}:{self.uid},lazy_itable_init=1,nodiscard"
+        _run([*_MKFS, "-N", str(inodes), "-E", ext, str(self._image)])
         _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", str(self._image), str(self.path)])
         self._mounted = True
         os.rmdir(self.path / "lost+found")
