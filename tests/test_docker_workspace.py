@@ -13,6 +13,8 @@ from codeact.errors import SandboxUnavailable
 from codeact.sandbox._owner import dir_owner, owner_id, sessions_root
 from codeact.sandbox._workspace import loop_available
 
+from .test_docker_hardening import runsc_or_skip
+
 pytestmark = pytest.mark.docker
 
 QUOTA_MB = 64
@@ -49,8 +51,11 @@ def _free(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def test_fill_loop_stops_at_the_quota_with_enospc(tmp_path: Path) -> None:
-    with Runtime([], CONFIG) as rt, rt.session() as s:
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_fill_loop_stops_at_the_quota_with_enospc(runtime: str) -> None:
+    if runtime == "runsc":
+        runsc_or_skip()
+    with Runtime([], CONFIG.model_copy(update={"runtime": runtime})) as rt, rt.session() as s:
         s.start()
         before = _free(sessions_root())
         result = s.run(FILL + "[fill('big.bin'), fill('/tmp/big.bin'), fill(os.path.expanduser('~/more.bin'))]")
@@ -68,7 +73,10 @@ def test_fill_loop_stops_at_the_quota_with_enospc(tmp_path: Path) -> None:
         assert s.run("1 + 1").value == 2
 
 
-def test_user_workspace_keeps_owner_and_mode_and_is_readable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_user_workspace_keeps_owner_and_mode_and_is_readable(tmp_path: Path, runtime: str) -> None:
+    if runtime == "runsc":
+        runsc_or_skip()
     user = tmp_path / "mine"
     user.mkdir()
     (user / "secret.txt").write_text("pre-existing")
@@ -80,7 +88,7 @@ def test_user_workspace_keeps_owner_and_mode_and_is_readable(tmp_path: Path) -> 
     os.chmod(user / "secret.txt", 0o600)
     before = {p: (p.stat().st_uid, p.stat().st_gid, p.stat().st_mode) for p in user.rglob("*")}
     before[user] = (user.stat().st_uid, user.stat().st_gid, user.stat().st_mode)
-    with Runtime([], CONFIG) as rt, rt.session(workspace=user) as s:
+    with Runtime([], CONFIG.model_copy(update={"runtime": runtime})) as rt, rt.session(workspace=user) as s:
         r = s.run("import os\n"
                   "os.makedirs('new/deep')\nopen('new/deep/n.txt', 'w').write('n')\n"
                   "os.remove('sub/old.txt')\n"

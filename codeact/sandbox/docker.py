@@ -37,6 +37,9 @@ __all__ = ["DockerSandbox", "sandbox_image"]
 _MB = 1024 * 1024
 CHANNEL_DIR = "/run/codeact"
 _lock = threading.Lock()
+# Under gVisor the container's pids cgroup also holds the sandbox kernel's own (Go) threads: without
+# this allowance a low pids_limit kills gVisor itself (exit 2) instead of failing the code's fork.
+_RUNSC_THREADS = 256
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,8 +123,8 @@ class DockerSandbox:
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"},
             mounts=self._mounts(chan_dir),
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges", f"seccomp={profile_json()}"],
-            pids_limit=cfg.pids_limit,
+            security_opt=["no-new-privileges", f"seccomp={profile_json(cfg.runtime)}"],
+            pids_limit=cfg.pids_limit + (_RUNSC_THREADS if cfg.runtime == "runsc" else 0),
             mem_limit=cfg.memory_mb * _MB,
             memswap_limit=cfg.memory_mb * _MB,
             nano_cpus=int(cfg.cpus * 1e9),
