@@ -61,6 +61,8 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
     assert proc.stdout is not None
     owner = proc.stdout.readline().strip()
     assert owner and _containers(owner), "the child's container should be running"
+    dirs = [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
+    assert dirs and all(f" {d}/workspace " in Path("/proc/self/mountinfo").read_text() for d in dirs)
     time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -71,4 +73,5 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
                     "with Runtime([], SandboxConfig(backend='docker')) as rt: rt.run('1')"], check=True)
     assert _containers(owner) == []
     assert not [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
-    assert str(sessions_root()) not in Path("/proc/self/mountinfo").read_text()  # its workspace unmounted
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert not [d for d in dirs if f" {d}/workspace " in mounts]  # its workspace was unmounted first
