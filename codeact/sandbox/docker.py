@@ -5,8 +5,9 @@ read-only root, size-limited tmpfs /tmp, the session's workspace as the only oth
 a non-root uid, every capability dropped, no-new-privileges, pids/memory(+swap)/CPU limits,
 nofile/fsize ulimits, an init that reaps zombies and forwards signals, Docker's default seccomp
 profile minus ptrace & co. (``_seccomp``), no log driver, an empty environment, no Docker socket,
-owner labels for cleanup. Code
-arrives over the channel (a Unix socket in a per-session host directory), never through a mount.
+owner labels for cleanup, the workspace on its own size-limited filesystem (``_workspace``), and
+optionally gVisor (``SandboxConfig(runtime="runsc")``). Code arrives over the channel (a Unix socket
+in a per-session host directory), never through a mount.
 """
 
 from __future__ import annotations
