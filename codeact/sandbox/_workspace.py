@@ -3,8 +3,9 @@
 As root (the engine's usual setting) the workspace is an ext4 image file of ``disk_mb`` (sparse: it
 takes host disk only as the code writes) loop-mounted at ``<session dir>/workspace`` and bind-mounted
 into the container. Writing past the quota fails in the code with ``ENOSPC``; the host's disk loses
-at most ``disk_mb`` per session. Costs: a ``mkfs`` and a ``mount`` per sandbox start (~50-150 ms,
-done ahead by the warm pool) and one loop device per live session; the image is deleted at close.
+at most ``disk_mb`` per session. Costs: a sparse copy of a cached empty image (``mkfs`` once per
+machine and size) and a ``mount`` per sandbox start (~30 ms; the warm pool does it ahead), one loop
+device per live session; the image is deleted at close.
 
 A user-given directory (``rt.session(workspace=DIR)``) is *copied in* at start, so its owner and
 mode are never touched and the code can read every file in it whoever owns them, and each run's
@@ -55,12 +56,9 @@ class Workspace:
             self.path.mkdir(parents=True, exist_ok=True)
             return
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with self._image.open("wb") as fh:
-            fh.truncate(self.disk_mb * 1024 * 1024)
-        inodes = max(1024, min(262_144, self.disk_mb * 64))  # files the code may create
-        ext = f"root_owner={self.uid}:{self.uid},lazy_itable_init=1,nodiscard"
-        _run([*_MKFS, "-N", str(inodes), "-E", ext, str(self._image)])
-        _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", str(self._image), str(self.path)])
+        _sparse_copy(_template(self.disk_mb, self.uid), self._image)  # ~1 ms instead of a mkfs per start
+        options = "loop,nosuid,nodev,noatime,noinit_itable"  # noinit_itable: no background zeroing writes
+        _run(["mount", "-t", "ext4", "-o", options, str(self._image), str(self.path)])
         self._mounted = True
         os.rmdir(self.path / "lost+found")
         if self.user_dir is not None:
@@ -112,6 +110,54 @@ class Workspace:
             self._mounted = False
             subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
         self._image.unlink(missing_ok=True)
+
+
+def _template(disk_mb: int, uid: int) -> Path:
+    """A freshly made, empty filesystem image for these parameters, made once per machine (cached)."""
+    from ._rootfs import cache_dir
+
+    inodes = max(1024, min(262_144, disk_mb * 64))  # files the code may create
+    path = cache_dir() / "workspace" / f"ext4-{disk_mb}m-{uid}-{inodes}.img"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            fh.truncate(disk_mb * 1024 * 1024)
+        ext = f"root_owner={uid}:{uid},lazy_itable_init=1,nodiscard"
+        _run([*_MKFS, "-N", str(inodes), "-E", ext, str(tmp)])
+        os.replace(tmp, path)  # atomic: a concurrent maker's copy is as good as ours
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _sparse_copy(src: Path, dest: Path) -> None:
+    """Copy ``src`` keeping its holes (only the few MB of metadata are data)."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the code's data: root's eyes only
+    with src.open("rb") as fin, os.fdopen(fd, "wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        fout.truncate(size)
+        offset = 0
+        while offset < size:
+            try:
+                data = os.lseek(fin.fileno(), offset, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole is left
+                    break
+                raise
+            hole = os.lseek(fin.fileno(), data, os.SEEK_HOLE)
+            fin.seek(data)
+            fout.seek(data)
+            remaining = hole - data
+            while remaining > 0:
+                chunk = fin.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                fout.write(chunk)
+                remaining -= len(chunk)
+            offset = hole
 
 
 def _copy_regular(src: Path, dest: str) -> None:
