@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from . import _report, cpu, fresh, idle, memory, parallel, throughput, toolcall, toolsets, warm
+from . import _report, cpu, fresh, gvisor, idle, memory, parallel, throughput, toolcall, toolsets, warm
 from ._common import Context, Row, make_configs, na
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +49,7 @@ MEASURES = [
     Measure("toolsets", toolsets, 30),
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
+    Measure("gvisor", gvisor, 60, docker_only=True),
 ]
 
 

@@ -41,7 +41,7 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 KNOWN_CYCLES: set[tuple[str, ...]] = {
     ("codeact.runtime.http_tools", "codeact.runtime.mcp_tools", "codeact.runtime.openapi",
      "codeact.runtime.toolset"),  # sources → runtime/sources/, importing Toolset only
-    ("codeact.sandbox.engine", "codeact.sandbox.image"),  # image building → its own package
+    ("codeact.sandbox.engine", "codeact.sandbox.image", "codeact.sandbox.prune"),  # image building → its own package
     ("codeact.evals.batch", "codeact.runtime.session"),
     ("codeact.evals._html", "codeact.evals.report"),
     ("codeact.evals.ray_engine", "codeact.evals.runner"),
@@ -52,7 +52,6 @@ KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("codeact.runtime.session", "codeact.sandbox._reaper"),
     ("codeact.runtime.openapi", "codeact.tool_stubs._schema_to_py"),
     ("codeact.cli._evals", "codeact.evals._progress"),
-    ("codeact.cli._interrupt", "codeact.sandbox._owner"),  # → a public cleanup.remove_own()
 }
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.

@@ -9,11 +9,12 @@ import sys
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from codeact import Runtime, SandboxConfig
-from codeact.sandbox._owner import LABEL, owner_id, sessions_root
+from codeact.sandbox._owner import LABEL, dir_owner, owner_id, sessions_root
 
 pytestmark = pytest.mark.docker
 
@@ -60,6 +61,8 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
     assert proc.stdout is not None
     owner = proc.stdout.readline().strip()
     assert owner and _containers(owner), "the child's container should be running"
+    dirs = [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
+    assert dirs and all(f" {d}/workspace " in Path("/proc/self/mountinfo").read_text() for d in dirs)
     time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -69,4 +72,6 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
     subprocess.run([sys.executable, "-c", "from codeact import Runtime, SandboxConfig\n"
                     "with Runtime([], SandboxConfig(backend='docker')) as rt: rt.run('1')"], check=True)
     assert _containers(owner) == []
-    assert not (sessions_root() / owner).exists()
+    assert not [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert not [d for d in dirs if f" {d}/workspace " in mounts]  # its workspace was unmounted first

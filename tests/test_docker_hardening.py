@@ -19,11 +19,23 @@ CONFIG = SandboxConfig(backend="docker", timeout_s=10, memory_mb=256, cpus=0.5, 
                        nofile=200, fsize_mb=32)
 
 
-@pytest.fixture(scope="module")
-def session(docker_image: str) -> Iterator[Session]:
+def runsc_or_skip() -> None:
+    """gVisor variants run wherever runsc is registered; under CI=true its absence is a failure."""
+    from codeact.sandbox.engine import runtimes
+
+    if "runsc" not in runtimes():
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and runsc is not registered with dockerd (scripts/ensure-docker.sh)")
+        pytest.skip("gVisor (runsc) is not registered with dockerd; scripts/ensure-docker.sh does it")
+
+
+@pytest.fixture(scope="module", params=["runc", "runsc"])
+def session(request: pytest.FixtureRequest, docker_image: str) -> Iterator[Session]:
+    if request.param == "runsc":
+        runsc_or_skip()
     os.environ["CODEACT_TEST_HOST_SECRET"] = "hunter2"
     try:
-        with Runtime([], CONFIG) as rt, rt.session() as s:
+        with Runtime([], CONFIG.model_copy(update={"runtime": request.param})) as rt, rt.session() as s:
             s.start()
             yield s
     finally:
@@ -103,6 +115,8 @@ def test_non_root_and_no_capabilities(session: Session) -> None:
 
 def test_no_new_privileges_and_seccomp(session: Session) -> None:
     status = _status(session)
+    if _runtime(session) == "runsc" and "NoNewPrivs" not in status:
+        pytest.skip("gVisor's /proc/self/status has no NoNewPrivs/Seccomp; the syscall tests below apply")
     assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2"  # filter mode: Docker's default profile
 
@@ -121,7 +135,13 @@ def _cgroup(session: Session, controller: str, name: str) -> str | None:
     """)
 
 
+def _runtime(session: Session) -> str:
+    return session.config.runtime
+
+
 def test_cgroup_limits_seen_from_inside(session: Session) -> None:
+    if _runtime(session) == "runsc":
+        pytest.skip("gVisor shows its own cgroupfs; the host-side limits are checked on the engine side")
     mem = _cgroup(session, "memory", "memory.limit_in_bytes") or _cgroup(session, "memory", "memory.max")
     assert mem is not None and int(mem) == CONFIG.memory_mb * 1024 * 1024
     swap = _cgroup(session, "memory", "memory.memsw.limit_in_bytes")
@@ -215,6 +235,69 @@ def test_log_driver_off_and_owner_labels(session: Session) -> None:
     labels = info["Config"]["Labels"]
     assert labels["codeact.owner"].startswith(f"{os.getpid()}-")
     assert info["HostConfig"]["NetworkMode"] == "none"
+    assert info["HostConfig"]["Runtime"] == session.config.runtime
     assert info["HostConfig"]["ReadonlyRootfs"] is True
-    assert info["HostConfig"]["SecurityOpt"] == ["no-new-privileges"]
+    opts = info["HostConfig"]["SecurityOpt"]
+    assert opts[0] == "no-new-privileges" and opts[1].startswith("seccomp=") and len(opts) == 2
     assert json.dumps(info["Config"]["Env"] or []).find("HOST_SECRET") == -1
+
+
+_SYSCALL = """
+    import ctypes, errno, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    def sys_(nr, *args):
+        ctypes.set_errno(0)
+        r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+        return ctypes.get_errno() if r == -1 else 0
+"""
+# x86_64 numbers, with harmless arguments: a call that got past seccomp fails differently or succeeds.
+_NR = {"ptrace": (101, 16, 1, 0, 0), "process_vm_readv": (310, 1, 0, 0, 0, 0, 0),
+       "process_vm_writev": (311, 1, 0, 0, 0, 0, 0), "personality": (135, 0xFFFFFFFF),
+       "io_uring_setup": (425, 1, 0), "io_uring_enter": (426, 0, 0, 0, 0, 0, 0),
+       "io_uring_register": (427, 0, 0, 0, 0), "keyctl": (250, 0, 0), "add_key": (248, 0, 0, 0, 0, 0),
+       "request_key": (249, 0, 0, 0, 0), "userfaultfd": (323, 0), "perf_event_open": (298, 0, 0, -1, -1, 0),
+       "bpf": (321, 0, 0, 0), "mount": (165, 0, 0, 0, 0, 0), "umount2": (166, 0, 0),
+       "unshare": (272, 0x20000), "setns": (308, 0, 0), "kexec_load": (246, 0, 0, 0, 0),
+       "open_by_handle_at": (304, 0, 0, 0)}
+
+
+def test_seccomp_denies_each_listed_syscall(session: Session) -> None:
+    import platform
+
+    from codeact.sandbox._seccomp import ALREADY_DENIED, REMOVED, profile
+
+    if platform.machine() != "x86_64":
+        pytest.skip("syscall numbers below are x86_64")
+    allowed = {n for rule in profile()["syscalls"] if rule["action"] == "SCMP_ACT_ALLOW" for n in rule["names"]}
+    assert not allowed & set(REMOVED) and not allowed & set(ALREADY_DENIED)
+    assert set(_NR) == set(REMOVED) | set(ALREADY_DENIED)
+    got = inside(session, textwrap.dedent(_SYSCALL) + f"{{name: sys_(*args) for name, args in {_NR!r}.items()}}")
+    assert got == dict.fromkeys(_NR, 1), got  # EPERM, from the filter, for every one
+
+
+def test_ptrace_of_pid_one_and_of_any_non_descendant_fails(session: Session) -> None:
+    got = inside(session, textwrap.dedent(_SYSCALL) + textwrap.dedent("""
+        import subprocess, sys
+        child = subprocess.Popen(["sleep", "30"])
+        try:
+            # PTRACE_ATTACH = 16, PTRACE_SEIZE = 0x4206, PTRACE_TRACEME = 0
+            r = [sys_(101, 16, 1, 0, 0), sys_(101, 0x4206, 1, 0, 0), sys_(101, 16, os.getppid(), 0, 0),
+                 sys_(101, 16, child.pid, 0, 0), sys_(101, 0, 0, 0, 0)]
+        finally:
+            child.kill()
+            child.wait()
+        r
+    """))
+    assert got == [1, 1, 1, 1, 1]
+
+
+def test_seccomp_profile_is_the_default_minus_the_list() -> None:
+    from codeact.sandbox._seccomp import REMOVED, profile
+
+    prof = profile()
+    assert prof["defaultAction"] == "SCMP_ACT_ERRNO"
+    names = {n for rule in prof["syscalls"] for n in rule["names"]}
+    assert {"read", "write", "clone", "execve", "mmap", "socket", "wait4"} <= names  # the ordinary set
+    assert not names & set(REMOVED)
+    assert all(not (rule.get("includes") or {}).get("caps") for rule in prof["syscalls"])

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,22 @@ def test_concurrent_builds_build_once(client: Any, tmp_path: Path) -> None:
     assert outputs[0][-1] == outputs[1][-1]
     builds = [line for out in outputs for line in out if line.startswith("> building")]
     assert len(builds) == 1
+
+
+def test_prune_keeps_the_newest_and_spares_images_in_use(client: Any, tmp_path: Path) -> None:
+    from codeact.sandbox.prune import prune_images
+
+    repo = "codeact-test-prune"
+    tags = []
+    for i in range(3):
+        tags.append(ensure_image(files=_kernel_set(tmp_path / f"k{i}", marker=f"prune{i}"), repo=repo, client=client))
+        time.sleep(1.1)  # image creation times have one-second resolution
+    used = client.api.create_container(tags[0], command=["true"])  # the oldest, in use by a container
+    try:
+        report = prune_images(client, repo=repo, keep=1)
+        assert report.kept == [tags[2]] and report.removed == [tags[1]] and report.in_use == [tags[0]]
+        assert prune_images(client, repo=repo, keep=0, min_age_s=3600).removed == []  # all too young
+    finally:
+        client.api.remove_container(used["Id"], force=True)
+    assert prune_images(client, repo=repo, keep=0).removed == [tags[2], tags[0]]
+    assert client.images.list(name=repo) == []

@@ -69,18 +69,14 @@ def abandon() -> None:
 
 
 def _remove_own_sandboxes() -> None:
-    import shutil
+    from ..sandbox.cleanup import remove_own
 
-    from ..sandbox._owner import LABEL, owner_dir, owner_id
-
+    client = None
     if "docker" in sys.modules:  # a process that never spoke to Docker has no containers
         from ..sandbox.engine import docker_client
 
         client = docker_client()
-        for info in client.api.containers(all=True, filters={"label": f"{LABEL}={owner_id()}"}):
-            with contextlib.suppress(Exception):
-                client.api.remove_container(info["Id"], force=True)
-    shutil.rmtree(owner_dir(), ignore_errors=True)
+    remove_own(client)
 
 
 @contextlib.contextmanager

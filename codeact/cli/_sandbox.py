@@ -29,6 +29,18 @@ def image_build(
     typer.echo(tag)
 
 
+@image_app.command("prune")
+def image_prune(
+    keep: Annotated[int, typer.Option("--keep", help="how many of the newest sandbox images to keep")] = 5,
+) -> None:
+    """Remove old codeact-sandbox images (those a container uses are kept)."""
+    from ..sandbox.engine import docker_client
+    from ..sandbox.prune import prune_images
+
+    report = prune_images(docker_client(), keep=keep)
+    typer.echo(f"removed {len(report.removed)}, kept {len(report.kept)}, in use {len(report.in_use)}")
+
+
 def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Report the Docker engine, the image, cgroup limit support and what is missing."""
     from ..sandbox.engine import doctor as run_doctor

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
@@ -22,6 +20,7 @@ from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import events as _events
+from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
@@ -31,7 +30,6 @@ from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
 
-_MAX_FILES = 1000
 _MAX_VALUE_CHARS = 512 * 1024  # the kernel bounds values at 256 KiB; this is the safety net
 
 
@@ -191,7 +189,7 @@ class Session:
             driver = self._ensure()
             self._interrupted = False
             ledger = CallLedger(self.cache) if sink is None else sink.ledger(self.cache)
-            started_ns = time.time_ns()
+            before = snapshot(driver.sandbox.workspace)
 
             on_call = self._call_handler(driver, ledger)
 
@@ -206,7 +204,7 @@ class Session:
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
             if self._interrupted and not result.ok:
                 result.termination, result.reason = "interrupted", "the run was interrupted on request"
-            result.files = _written_files(driver.sandbox.workspace, started_ns)
+            result.files = _written_files(driver.sandbox, before)
             if outcome.state_lost:
                 self._discard()
             self.history.append(result)
@@ -316,26 +314,11 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     return result
 
 
-def _written_files(root: Path, since_ns: int) -> list[FileInfo]:
-    """Regular files under ``root`` modified since ``since_ns`` (symlinks are not followed)."""
-    found: list[FileInfo] = []
-    since = since_ns - 10_000_000  # filesystem timestamps can lag the clock by a tick
-    stack = [str(root)]
-    while stack and len(found) < _MAX_FILES:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    if st.st_mtime_ns >= since:
-                        found.append(FileInfo(path=os.path.relpath(entry.path, root), size=st.st_size))
-            except OSError:
-                continue
-    found.sort(key=lambda f: f.path)
-    return found[:_MAX_FILES]
-
+def _written_files(sandbox: Any, before: WorkspaceSnapshot) -> list[FileInfo]:
+    """The files this run created or modified (see ``_files``); a sandbox whose workspace is a copy
+    of the user's directory (``sync_out``) writes them back there."""
+    files, removed = written_files(sandbox.workspace, before)
+    sync_out = getattr(sandbox, "sync_out", None)
+    if sync_out is not None and (files or removed):
+        sync_out([f.path for f in files], removed)
+    return files

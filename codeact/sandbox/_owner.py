@@ -1,19 +1,21 @@
 """Who owns a sandbox: this process, named by pid and start time so a reused pid is not confused.
 
-Containers carry these as labels and session directories live under a per-owner directory, so a
-later process can remove what a dead owner left behind.
+Containers carry these as labels and each session directory holds an ``owner`` file (its own name
+is random), so a later process can remove what a dead owner left behind.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 LABEL = "codeact.owner"
 LABEL_PID = "codeact.owner.pid"
 LABEL_START = "codeact.owner.start"
+OWNER_FILE = "owner"
 
 
 def process_start_time(pid: int) -> str | None:
@@ -43,17 +45,33 @@ def owner_alive(owner: str) -> bool:
 
 
 def sessions_root() -> Path:
-    """Where per-session directories live: short, because AF_UNIX paths are limited to 108 bytes."""
-    root = Path(os.environ.get("CODEACT_RUN_DIR") or Path(tempfile.gettempdir()) / f"codeact-{os.geteuid()}")
+    """Where session directories live: a fixed root, short (AF_UNIX paths are limited to 108 bytes).
+
+    ``$CODEACT_RUN_DIR``, else ``<tmp>/codeact`` for root and ``<tmp>/codeact-<uid>`` for others (the
+    one place a uid still shows). Session directories below it have random names: what the sandbox
+    sees of a bind source (``/proc/self/mountinfo``) names no uid, pid or session.
+    """
+    env = os.environ.get("CODEACT_RUN_DIR")
+    euid = os.geteuid()
+    root = Path(env) if env else Path(tempfile.gettempdir()) / ("codeact" if euid == 0 else f"codeact-{euid}")
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    st = root.lstat()
+    if not env and (st.st_uid != euid or not stat.S_ISDIR(st.st_mode)):
+        raise PermissionError(f"{root} belongs to uid {st.st_uid}, not to us; remove it or set CODEACT_RUN_DIR")
     return root
 
 
-def owner_dir() -> Path:
-    path = sessions_root() / owner_id()
-    path.mkdir(mode=0o711, exist_ok=True)
+def new_session_dir() -> Path:
+    """A fresh ``<root>/<random>`` directory; its ``owner`` file names this process for cleanup."""
+    path = Path(tempfile.mkdtemp(prefix="", dir=sessions_root()))
+    os.chmod(path, 0o711)
+    (path / OWNER_FILE).write_text(owner_id())
     return path
 
 
-def new_session_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="s", dir=owner_dir()))
+def dir_owner(path: Path) -> str:
+    """The owner id recorded in a session directory ('' if none)."""
+    try:
+        return (path / OWNER_FILE).read_text()[:64]
+    except OSError:
+        return ""

@@ -42,6 +42,8 @@ class SandboxConfig(BaseModel):
     pip: tuple[str, ...] = Field((), description="packages baked into the built image")
     pool_size: int = Field(0, ge=0, description="warm, never-used sandboxes kept ready (docker)")
     uid: int = Field(1000, description="uid (and gid) the code runs as in the container")
+    disk_mb: int = Field(1024, ge=8, description="docker: size of the workspace filesystem (the host disk it may use)")
+    runtime: Literal["runc", "runsc"] = Field("runc", description="docker: OCI runtime; runsc = gVisor")
 
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:

@@ -4,8 +4,10 @@ Hardening (each checked from inside by tests/test_docker_hardening.py): no netwo
 read-only root, size-limited tmpfs /tmp, the session's workspace as the only other writable place,
 a non-root uid, every capability dropped, no-new-privileges, pids/memory(+swap)/CPU limits,
 nofile/fsize ulimits, an init that reaps zombies and forwards signals, Docker's default seccomp
-profile, no log driver, an empty environment, no Docker socket, owner labels for cleanup. Code
-arrives over the channel (a Unix socket in a per-session host directory), never through a mount.
+profile minus ptrace & co. (``_seccomp``), no log driver, an empty environment, no Docker socket,
+owner labels for cleanup, the workspace on its own size-limited filesystem (``_workspace``), and
+optionally gVisor (``SandboxConfig(runtime="runsc")``). Code arrives over the channel (a Unix socket
+in a per-session host directory), never through a mount.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ..errors import SandboxUnavailable
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._reaper import reap
+from ._seccomp import profile_json
+from ._workspace import Workspace
 from .base import ExitStatus, SandboxConfig
 from .engine import docker_client
 from .protocol import FrameSocket
@@ -34,6 +38,9 @@ __all__ = ["DockerSandbox", "sandbox_image"]
 _MB = 1024 * 1024
 CHANNEL_DIR = "/run/codeact"
 _lock = threading.Lock()
+# Under gVisor the container's pids cgroup also holds the sandbox kernel's own (Go) threads: without
+# this allowance a low pids_limit kills gVisor itself (exit 2) instead of failing the code's fork.
+_RUNSC_THREADS = 256
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,7 +76,9 @@ class DockerSandbox:
                  inputs: dict[str, Path] | None = None) -> None:
         self.config = config
         self.session_dir = session_dir
-        self.workspace = workspace
+        user_dir = None if workspace == session_dir / "workspace" else workspace
+        self._workspace = Workspace(session_dir, config.disk_mb, config.uid, user_dir)
+        self.workspace = self._workspace.path
         self.inputs = inputs or {}
         self.container_id: str | None = None
         self._channel: FrameSocket | None = None
@@ -86,11 +95,15 @@ class DockerSandbox:
         chan_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.session_dir, 0o711)
         os.chmod(chan_dir, 0o711)
-        fresh = not self.workspace.exists()
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0 and (fresh or self.workspace.stat().st_uid == 0):
+        if not self.workspace.exists() and not self._workspace.quota and os.geteuid() == 0:
+            self.workspace.mkdir(parents=True)  # a fresh plain directory of ours: the sandbox user's
             os.chown(self.workspace, self.config.uid, self.config.uid)
+        self._workspace.open()  # never chowns or chmods a directory the user gave
         return chan_dir
+
+    def sync_out(self, written: list[str], removed: list[str]) -> None:
+        """Write a run's files back to a user-given workspace directory (see ``_workspace``)."""
+        self._workspace.sync_out(written, removed)
 
     def _mounts(self, chan_dir: Path) -> list[Mount]:
         mounts = [
@@ -111,8 +124,8 @@ class DockerSandbox:
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"},
             mounts=self._mounts(chan_dir),
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            pids_limit=cfg.pids_limit,
+            security_opt=["no-new-privileges", f"seccomp={profile_json(cfg.runtime)}"],
+            pids_limit=cfg.pids_limit + (_RUNSC_THREADS if cfg.runtime == "runsc" else 0),
             mem_limit=cfg.memory_mb * _MB,
             memswap_limit=cfg.memory_mb * _MB,
             nano_cpus=int(cfg.cpus * 1e9),
@@ -122,12 +135,17 @@ class DockerSandbox:
             init=True,
             log_config=LogConfig(type="none"),
             ipc_mode="private",
+            runtime=cfg.runtime,
         )
 
     def start(self) -> None:
         client = _client()
         image, python = sandbox_image(self.config)
-        chan_dir = self._prepare_dirs()
+        try:
+            chan_dir = self._prepare_dirs()
+        except BaseException:
+            self.close()
+            raise
         listener = ChannelListener(chan_dir, owner_uid=self.config.uid)
         owner = owner_id()
         command = [python, "-s", "-B", "/opt/codeact/kernel.py", "--connect",
@@ -195,12 +213,13 @@ class DockerSandbox:
             self._channel = None
         container_id, self.container_id = self.container_id, None
         if container_id is None:
+            self._workspace.close()
             shutil.rmtree(self.session_dir, ignore_errors=True)
             return
-        reap(functools.partial(_remove, container_id), self.session_dir)
+        reap(functools.partial(_remove, container_id, self._workspace), self.session_dir)
 
 
-def _remove(container_id: str) -> None:
+def _remove(container_id: str, workspace: Workspace) -> None:
     try:
         _client().api.remove_container(container_id, force=True)
     except NotFound:
@@ -208,6 +227,8 @@ def _remove(container_id: str) -> None:
     except APIError as exc:
         if exc.status_code != 409:  # 409: removal already in progress
             raise
+    finally:
+        workspace.close()  # unmount before the reaper deletes the session directory
 
 
 def _one_line(exc: BaseException) -> str:

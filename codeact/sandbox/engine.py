@@ -28,6 +28,7 @@ __all__ = [
     "doctor",
     "engine_host",
     "ensure_engine",
+    "runtimes",
 ]
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
@@ -126,6 +127,12 @@ def _dockerd_running() -> bool:
     return False
 
 
+def runtimes(client: Any = None) -> dict[str, Any]:
+    """The OCI runtimes the engine knows (``runc``, and ``runsc`` once registered), with their args."""
+    client = client or docker_client(timeout=5)
+    return dict(client.info().get("Runtimes") or {})
+
+
 def doctor(client: Any = None) -> dict[str, Any]:
     """What this machine has for the Docker backend, as data: engine, cgroups, limits, images, tools.
 
@@ -187,7 +194,13 @@ def _engine_facts(info: dict[str, Any], version: dict[str, Any], missing: list[s
     init_ok = bool(init) and (shutil.which(init) is not None or engine_host() != DEFAULT_HOST)
     if not init_ok:
         missing.append("init: the engine has no init binary (docker-init/tini); zombies will not be reaped")
+    known = info.get("Runtimes") or {}
+    runsc = known.get("runsc")
+    gvisor: dict[str, Any] = {"available": runsc is not None, "args": (runsc or {}).get("runtimeArgs") or []}
+    if runsc is None:  # optional: not a "missing" item
+        gvisor["how"] = "scripts/ensure-docker.sh (as root) installs runsc and registers it with dockerd"
     return {
+        "gvisor": gvisor,
         "engine": {
             "ok": True,
             "host": engine_host(),

@@ -298,6 +298,11 @@ def _build(spec: ImageSpec, plan: _Plan, client: Any, say: Progress) -> str:
         except (BuildError, DockerException) as exc:
             raise SandboxUnavailable(f"building {plan.tag} failed: {exc}") from exc
     say(f"built {plan.tag}")
+    from .prune import auto_prune
+
+    pruned = auto_prune(client, spec.repo)
+    if pruned is not None and pruned.removed:
+        say(f"pruned {len(pruned.removed)} old {spec.repo} image(s); kept the newest")
     return plan.tag
 
 

@@ -1,0 +1,133 @@
+"""gVisor (``SandboxConfig(runtime="runsc")``) against its own floor, runc beside it.
+
+- cold: fresh session, no pool, acquire → first result, under runsc; baselines a raw
+  ``docker run --rm --runtime runsc IMAGE python -c pass`` and the same session under runc.
+- tool call: the ``echo`` round trip timed inside the code under runsc; the floor is a raw JSON
+  ping-pong between the host and a process in a runsc container from the sandbox image over a Unix
+  socket in a bind-mounted directory (the channel's shape, without our framing and tool host).
+- CPU: a pure-Python loop under runsc ÷ the same loop under runc (gVisor intercepts syscalls, not
+  instructions: near 1×).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from codeact import Runtime
+
+from ._common import Baseline, Context, Row, echo, med_p90, na, ratio
+
+ROWS = [("gvisor_cold", "gVisor: fresh session, no pool, acquire → first result", "ms", "—"),
+        ("gvisor_tool_call", "gVisor: tool call round trip", "µs", "≤ 1.3× its floor"),
+        ("gvisor_cpu", "gVisor: CPU-bound loop, runsc ÷ runc", "×", "≤ 1.05×")]
+
+_PONG = ("import json,socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect('/run/x/p.sock')\n"
+         "r=s.makefile('rb')\nfor line in r:\n    s.sendall(json.dumps(json.loads(line)).encode()+b'\\n')\n")
+_CPU = "import time\n_t=time.perf_counter()\nsum(i*i for i in range(2_000_000))\ntime.perf_counter()-_t"
+_CALLS = ("import time as _t\n_l=[]\nfor _i in range({n}):\n    _s=_t.perf_counter()\n    echo(x=_i)\n"
+          "    _l.append((_t.perf_counter()-_s)*1e6)\n_l")
+
+
+def _runsc_registered() -> bool:
+    from codeact.sandbox.engine import runtimes
+
+    return "runsc" in runtimes()
+
+
+def _cold_ms(rt: Runtime) -> float:
+    start = time.perf_counter()
+    with rt.session() as s:
+        if s.run("1").value != 1:
+            raise RuntimeError("fresh session did not answer")
+        return (time.perf_counter() - start) * 1000
+
+
+def _pingpong_us(image: str, python: str, n: int) -> list[float]:
+    """Round trips of one JSON line to a runsc container and back, in µs."""
+    tmp = tempfile.mkdtemp(prefix="cgv", dir="/tmp")
+    os.chmod(tmp, 0o755)
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(f"{tmp}/p.sock")
+    os.chmod(f"{tmp}/p.sock", 0o777)
+    srv.listen(1)
+    proc = subprocess.Popen(["docker", "run", "--rm", "--runtime", "runsc", "--network", "none", "--user", "1000:1000",
+                             "-v", f"{tmp}:/run/x", image, python, "-c", _PONG],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        srv.settimeout(60)
+        conn, _ = srv.accept()
+        reader = conn.makefile("rb")
+        out: list[float] = []
+        for i in range(n + 200):
+            s = time.perf_counter()
+            conn.sendall(json.dumps({"type": "call", "seq": i, "args": {"x": i}}).encode() + b"\n")
+            reader.readline()
+            if i >= 200:  # warm-up first
+                out.append((time.perf_counter() - s) * 1e6)
+        conn.close()
+        return out
+    finally:
+        srv.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # the docker client; --rm removes the container once its process ends
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(ctx: Context) -> list[Row]:
+    if not _runsc_registered():
+        why = "runsc is not registered with dockerd (scripts/ensure-docker.sh)"
+        return [na(k, m, u, why, t) for k, m, u, t in ROWS]
+    from codeact.sandbox.docker import sandbox_image
+
+    image, python = sandbox_image(ctx.subject)
+    runsc_cfg = ctx.subject.model_copy(update={"runtime": "runsc", "pool_size": 0})
+    runc_cfg = ctx.subject.model_copy(update={"runtime": "runc", "pool_size": 0})
+    rounds = ctx.n(8, 2)
+    cold: dict[str, list[float]] = {"runsc": [], "runc": [], "raw": []}
+    with Runtime([echo], runsc_cfg) as g, Runtime([echo], runc_cfg) as c:
+        for _ in range(rounds):
+            cold["runsc"].append(_cold_ms(g))
+            cold["runc"].append(_cold_ms(c))
+            s = time.perf_counter()
+            subprocess.run(["docker", "run", "--rm", "--runtime", "runsc", "--network", "none", image, python, "-c",
+                            "pass"], check=True, capture_output=True, timeout=120)
+            cold["raw"].append((time.perf_counter() - s) * 1000)
+        with g.session() as gs, c.session() as cs:
+            calls: list[float] = []
+            gs.run(_CALLS.format(n=100))
+            for _ in range(ctx.n(5, 1)):
+                calls += gs.run(_CALLS.format(n=ctx.n(1000, 200))).value
+            cpu: dict[str, list[float]] = {"runsc": [], "runc": []}
+            for _ in range(ctx.n(5, 1)):
+                cpu["runsc"].append(gs.run(_CPU).value)
+                cpu["runc"].append(cs.run(_CPU).value)
+    floor = _pingpong_us(image, python, ctx.n(5000, 500))
+    rows: list[Row] = []
+    med, p90 = med_p90(cold["runsc"])
+    raw = med_p90(cold["raw"])
+    runc = med_p90(cold["runc"])
+    rows.append(Row(key="gvisor_cold", measure=ROWS[0][1], unit="ms", median=med, p90=p90, samples=rounds,
+                    baselines=[Baseline("docker run --rm --runtime runsc … python -c pass", *raw),
+                               Baseline("the same session under runc", *runc)],
+                    ratio=ratio(med, raw[0]), ratio_label="× raw runsc docker run"))
+    med, p90 = med_p90(calls)
+    f_med, f_p90 = med_p90(floor)
+    r = ratio(med, f_med)
+    rows.append(Row(key="gvisor_tool_call", measure=ROWS[1][1], unit="µs", median=med, p90=p90, samples=len(calls),
+                    baselines=[Baseline("floor: raw JSON ping-pong, runsc container, Unix socket", f_med, f_p90)],
+                    ratio=r, ratio_label="× floor", target=ROWS[1][3], met=r is not None and r <= 1.3))
+    g_med, _ = med_p90(cpu["runsc"])
+    c_med, _ = med_p90(cpu["runc"])
+    r = ratio(g_med, c_med)
+    rows.append(Row(key="gvisor_cpu", measure=ROWS[2][1], unit="×", median=r, samples=len(cpu["runsc"]),
+                    baselines=[Baseline("runc, same loop (s)", c_med)], ratio=r, ratio_label="runsc ÷ runc",
+                    target=ROWS[2][3], met=r is not None and r <= 1.05, extra={"runsc_s": g_med, "runc_s": c_med}))
+    return rows
