@@ -15,9 +15,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    CodeActError,
     CodeactError,
     ModelError,
     ProtocolViolation,
+    RuntimeClosed,
     SandboxError,
     SandboxUnavailable,
     SessionClosed,
@@ -68,6 +70,7 @@ __all__ = [
     "CallFinished",
     "CallStarted",
     "CodeActAgent",
+    "CodeActError",
     "CodeError",
     "CodeactError",
     "Episode",
@@ -83,6 +86,7 @@ __all__ = [
     "RunDone",
     "RunEvent",
     "Runtime",
+    "RuntimeClosed",
     "SandboxConfig",
     "SandboxError",
     "SandboxUnavailable",

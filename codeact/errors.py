@@ -2,7 +2,7 @@
 
 ::
 
-    CodeactError
+    CodeActError
     ├── ToolDefinitionError (ValueError)     a tool cannot be built from what was given
     ├── ToolArgumentsError (ValueError)      arguments fail the tool's JSON Schema (lists every problem)
     ├── ToolError                            a tool call failed; carries code, message, retryable
@@ -10,6 +10,7 @@
     │   ├── SandboxUnavailable               no engine / no image / cannot start; one-line reason
     │   └── ProtocolViolation                the sandbox sent a frame out of protocol
     ├── SessionClosed                        the session was used after close()
+    │   └── RuntimeClosed                    the runtime was used after close()
     └── ModelError                           a model provider failed (HTTP status, bad response)
 
 An exception raised by the model's code is *data* in an ``ExecutionResult``, never one of these.
@@ -22,10 +23,12 @@ from typing import Any, Literal
 
 __all__ = [
     "RETRYABLE_CODES",
+    "CodeActError",
     "CodeactError",
     "ErrorCode",
     "ModelError",
     "ProtocolViolation",
+    "RuntimeClosed",
     "SandboxError",
     "SandboxUnavailable",
     "SessionClosed",
@@ -50,15 +53,15 @@ ErrorCode = Literal[
 RETRYABLE_CODES: frozenset[str] = frozenset({"timeout", "rate_limited", "upstream_error"})
 
 
-class CodeactError(Exception):
+class CodeActError(Exception):
     """Base of every error codeact raises on the host."""
 
 
-class ToolDefinitionError(CodeactError, ValueError):
+class ToolDefinitionError(CodeActError, ValueError):
     """A tool definition (function, OpenAI/Anthropic/MCP dict) cannot be turned into a tool."""
 
 
-class ToolArgumentsError(CodeactError, ValueError):
+class ToolArgumentsError(CodeActError, ValueError):
     """Arguments do not satisfy the tool's input schema; ``problems`` lists every one."""
 
     def __init__(self, tool: str, problems: Sequence[str]) -> None:
@@ -68,7 +71,7 @@ class ToolArgumentsError(CodeactError, ValueError):
         super().__init__(f"invalid arguments for tool {tool!r}: {listed}")
 
 
-class ToolError(CodeactError):
+class ToolError(CodeActError):
     """A failed tool call. Raise it from a tool implementation to choose the code.
 
     ``retryable`` defaults from the code: timeout, rate_limited and upstream_error are retryable.
@@ -92,7 +95,7 @@ class ToolError(CodeactError):
         super().__init__(f"[{code}] {message}")
 
 
-class SandboxError(CodeactError):
+class SandboxError(CodeActError):
     """The sandbox could not do what was asked."""
 
 
@@ -104,11 +107,19 @@ class ProtocolViolation(SandboxError):
     """The sandbox sent something outside the protocol; the session is ended as ``killed``."""
 
 
-class SessionClosed(CodeactError):
-    """A session (or runtime) was used after it was closed."""
+class SessionClosed(CodeActError):
+    """A session was used after it was closed."""
 
 
-class ModelError(CodeactError):
+class RuntimeClosed(SessionClosed):
+    """A runtime was used after it was closed (a ``SessionClosed``, so old handlers still catch it)."""
+
+
+#: Deprecated spelling of :class:`CodeActError` (one spelling of the name: CodeAct).
+CodeactError = CodeActError
+
+
+class ModelError(CodeActError):
     """A model provider answered with an error or an unusable response."""
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:

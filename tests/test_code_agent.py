@@ -17,7 +17,7 @@ from codeact.agent import (
     Budget,
     CodeActAgent,
     ModelClient,
-    OpenAIChatClient,
+    OpenAIClient,
     ScriptedModel,
     extract_code,
 )
@@ -40,7 +40,7 @@ print(f"Pittsburgh {pit['temperature']:.1f} C, Beijing {bj_c:.1f} C: {warmer} is
 def client_for(server: FakeModelServer, vendor: str) -> ModelClient:
     """A real HTTP client of the fake server (loopback only, no retries to wait for)."""
     if vendor == "openai":
-        return OpenAIChatClient("fake-model", base_url=server.openai_base_url, api_key="test-key", max_retries=0)
+        return OpenAIClient("fake-model", base_url=server.openai_base_url, api_key="test-key", max_retries=0)
     return AnthropicClient("fake-model", base_url=server.anthropic_base_url, api_key="test-key", max_retries=0)
 
 

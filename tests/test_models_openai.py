@@ -1,4 +1,4 @@
-"""OpenAIChatClient against the fake server: real HTTP on 127.0.0.1, streamed and not."""
+"""OpenAIClient against the fake server: real HTTP on 127.0.0.1, streamed and not."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from codeact.agent.messages import Message, ModelResponse, ToolCall, ToolResult
-from codeact.agent.models import HTTPOptions, OpenAIChatClient
+from codeact.agent.models import HTTPOptions, OpenAIClient
 from codeact.agent.models._http import SSEEvent
 from codeact.agent.models.openai import _ChunkAccumulator
 from codeact.errors import ModelError
@@ -31,11 +31,11 @@ STREAMING = pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"]
 @pytest.fixture
 def make() -> Iterator[Any]:
     servers: list[FakeModelServer] = []
-    clients: list[OpenAIChatClient] = []
+    clients: list[OpenAIClient] = []
 
-    def factory(script: Any, **kw: Any) -> tuple[FakeModelServer, OpenAIChatClient]:
+    def factory(script: Any, **kw: Any) -> tuple[FakeModelServer, OpenAIClient]:
         server = FakeModelServer(script, **kw).start()
-        client = OpenAIChatClient("gpt-test", base_url=server.openai_base_url, api_key=KEY, options=FAST)
+        client = OpenAIClient("gpt-test", base_url=server.openai_base_url, api_key=KEY, options=FAST)
         servers.append(server)
         clients.append(client)
         return server, client
@@ -47,7 +47,7 @@ def make() -> Iterator[Any]:
         server.stop()
 
 
-def ask(client: OpenAIChatClient, stream: bool, **kw: Any) -> ModelResponse:
+def ask(client: OpenAIClient, stream: bool, **kw: Any) -> ModelResponse:
     kw.setdefault("tools", [WEATHER])
     return client.complete([Message.user("Weather in Beijing and Pittsburgh?")], stream=stream, **kw)
 
@@ -192,12 +192,12 @@ def test_error_never_leaks_the_key(make: Any) -> None:
 def test_read_timeout_is_retried(make: Any) -> None:
     server, _ = make([{"text": "slow", "delay": 1.0}, "fast"])
     opts = HTTPOptions(timeout=0.3, max_retries=1, backoff_base=0.01)
-    with OpenAIChatClient("m", base_url=server.openai_base_url, options=opts) as client:
+    with OpenAIClient("m", base_url=server.openai_base_url, options=opts) as client:
         assert ask(client, False).text == "fast" and len(server.requests) == 2
     server.script.append({"text": "slow", "delay": 1.0})
     opts = HTTPOptions(timeout=0.3, max_retries=0)
     with (
-        OpenAIChatClient("m", base_url=server.openai_base_url, options=opts) as client,
+        OpenAIClient("m", base_url=server.openai_base_url, options=opts) as client,
         pytest.raises(ModelError) as info,
     ):
         ask(client, True)
@@ -209,7 +209,7 @@ def test_connect_error_is_retried_then_raised() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     opts = HTTPOptions(timeout=2.0, max_retries=1, backoff_base=0.01)
-    client = OpenAIChatClient("m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, options=opts)
+    client = OpenAIClient("m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, options=opts)
     with pytest.raises(ModelError) as info:
         ask(client, False)
     assert info.value.retryable and info.value.status is None and "after 2 attempts" in str(info.value)
@@ -326,12 +326,12 @@ def test_env_configuration(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     server, _ = make(["ok"])
     monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    client = OpenAIChatClient("gpt-env", options=FAST)
+    client = OpenAIClient("gpt-env", options=FAST)
     assert client.complete([Message.user("hi")]).text == "ok"
     assert server.calls[0].headers["authorization"] == "Bearer sk-env"
     assert server.calls[0].path == "/v1/chat/completions"
     monkeypatch.delenv("OPENAI_BASE_URL")
-    assert OpenAIChatClient("gpt-x").max_tokens_param == "max_completion_tokens"
+    assert OpenAIClient("gpt-x").max_tokens_param == "max_completion_tokens"
 
 
 def feed(acc: _ChunkAccumulator, chunks: Sequence[dict[str, Any] | str]) -> ModelResponse:

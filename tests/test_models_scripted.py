@@ -12,7 +12,7 @@ from codeact.agent.messages import Message, ModelResponse, ToolCall, ToolResult,
 from codeact.agent.models import (
     AnthropicClient,
     ModelClient,
-    OpenAIChatClient,
+    OpenAIClient,
     ScriptedModel,
     ScriptedRequest,
     make_model,
@@ -58,7 +58,7 @@ def test_make_model(tmp_path: Path) -> None:
     scripted = make_model(f"scripted:{script}")
     assert isinstance(scripted, ScriptedModel) and scripted.complete([]).text == "hello"
     openai = make_model("openai:gpt-4o-mini", base_url="http://127.0.0.1:1/v1", api_key="k", max_retries=0)
-    assert isinstance(openai, OpenAIChatClient) and openai.model == "gpt-4o-mini"
+    assert isinstance(openai, OpenAIClient) and openai.model == "gpt-4o-mini"
     assert openai.base_url == "http://127.0.0.1:1/v1" and openai.max_tokens_param == "max_tokens"
     anthropic = make_model("anthropic:claude-sonnet-4-5", base_url="http://127.0.0.1:1/")
     assert isinstance(anthropic, AnthropicClient) and anthropic.base_url == "http://127.0.0.1:1"

@@ -8,9 +8,9 @@ import sys
 import codeact
 
 PUBLIC = [
-    "Budget", "CodeActAgent", "CodeError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
+    "Budget", "CodeActAgent", "CodeError", "CodeActError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
-    "Runtime", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed", "Tool",
+    "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed", "Tool",
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",
@@ -27,7 +27,7 @@ def test_public_names_are_pinned() -> None:
 def test_errors_subclass_the_nearest_builtin() -> None:
     assert issubclass(codeact.ToolArgumentsError, ValueError)
     assert issubclass(codeact.ToolDefinitionError, ValueError)
-    assert issubclass(codeact.SandboxUnavailable, codeact.CodeactError)
+    assert issubclass(codeact.SandboxUnavailable, codeact.CodeActError)
 
 
 def test_optional_extras_are_not_imported() -> None:
@@ -46,3 +46,22 @@ def test_import_codeact_does_not_load_the_agent_layer() -> None:
             "print('codeact.agent' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_one_spelling_with_deprecated_aliases() -> None:
+    from codeact.agent.mcp_server import CodeActMCP, CodeactMCP
+    from codeact.agent.models import OpenAIChatClient, OpenAIClient
+
+    assert codeact.CodeactError is codeact.CodeActError
+    assert CodeactMCP is CodeActMCP and OpenAIChatClient is OpenAIClient
+
+
+def test_a_closed_runtime_says_runtime() -> None:
+    rt = codeact.Runtime([], codeact.SandboxConfig(backend="local"))
+    rt.close()
+    try:
+        rt.session()
+    except codeact.RuntimeClosed as exc:
+        assert isinstance(exc, codeact.SessionClosed) and "runtime" in str(exc)
+    else:
+        raise AssertionError("a closed runtime opened a session")

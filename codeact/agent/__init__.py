@@ -13,7 +13,7 @@ from .code_agent import CodeActAgent, extract_code
 from .episode import Budget, Episode
 from .json_agent import FunctionCallingAgent
 from .messages import Message, ModelResponse, ToolCall, ToolResult, Usage
-from .models import AnthropicClient, ModelClient, OpenAIChatClient, ScriptedModel, make_model
+from .models import AnthropicClient, ModelClient, OpenAIClient, ScriptedModel, make_model
 from .prompts import CODE_SYSTEM_PROMPT, JSON_SYSTEM_PROMPT, execute_python_tool
 from .trace import ReplayModel, load_trace
 
@@ -28,7 +28,7 @@ __all__ = [
     "Message",
     "ModelClient",
     "ModelResponse",
-    "OpenAIChatClient",
+    "OpenAIClient",
     "ReplayModel",
     "ScriptedModel",
     "ToolCall",

@@ -27,12 +27,12 @@ from ..runtime.session import Runtime, Session
 from ._mcp_progress import run_with_progress
 from .prompts import EXECUTE_PYTHON, execute_python_tool
 
-__all__ = ["CodeactMCP", "build_mcp_server", "serve_mcp"]
+__all__ = ["CodeActMCP", "CodeactMCP", "build_mcp_server", "serve_mcp"]
 
 Code = Annotated[str, Field(description="Python source code to run")]
 
 
-class CodeactMCP:
+class CodeActMCP:
     """The two tools over one runtime and its (lazily opened) session."""
 
     def __init__(self, runtime: Runtime, *, max_observation_chars: int = 8000) -> None:
@@ -68,9 +68,13 @@ class CodeactMCP:
             session.close()
 
 
-def build_mcp_server(runtime: Runtime, *, name: str = "codeact") -> tuple[MCPServer, CodeactMCP]:
+#: Deprecated spelling of :class:`CodeActMCP`.
+CodeactMCP = CodeActMCP
+
+
+def build_mcp_server(runtime: Runtime, *, name: str = "codeact") -> tuple[MCPServer, CodeActMCP]:
     """An ``MCPServer`` exposing ``execute_python`` and ``reset_session`` over ``runtime``."""
-    tools = CodeactMCP(runtime)
+    tools = CodeActMCP(runtime)
     server: MCPServer = MCPServer(name, instructions=(
         f"Run Python with {EXECUTE_PYTHON}; the session persists between calls. The functions listed in "
         f"its description call tools on the host."))

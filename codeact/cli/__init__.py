@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from typer._click import exceptions as click  # typer vendors click; its errors live here
 
-from ..errors import CodeactError, SandboxUnavailable
+from ..errors import CodeActError, SandboxUnavailable
 from . import _exec, _sandbox
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -94,7 +94,7 @@ def main() -> None:
 
         say_unavailable(exc)
         sys.exit(3)
-    except CodeactError as exc:
+    except CodeActError as exc:
         print(f"codeact: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.exit(status if isinstance(status, int) else 0)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..agent.models import AnthropicClient, ModelClient, OpenAIChatClient, make_model
+from ..agent.models import AnthropicClient, ModelClient, OpenAIClient, make_model
 from ..testing.fake_server import FakeModelServer
 from .suite import EpisodeKey, Suite
 
@@ -120,7 +120,7 @@ class ScriptedProvider:
         if self.wire == "anthropic":
             return AnthropicClient("scripted", base_url=self.server.anthropic_base_url, api_key="offline",
                                    max_retries=1, extra_body=extra)
-        return OpenAIChatClient("scripted", base_url=self.server.openai_base_url, api_key="offline",
+        return OpenAIClient("scripted", base_url=self.server.openai_base_url, api_key="offline",
                                 max_retries=1, extra_body=extra)
 
     def close(self) -> None:

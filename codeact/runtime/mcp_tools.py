@@ -36,10 +36,12 @@ from ..tool_stubs import ToolSpec
 from ._loop import LoopThread
 from .toolset import Tool, ToolPolicy, Toolset
 
-__all__ = ["MCPConnection", "MCPServer", "amcp_toolset", "is_mcp_server", "mcp_toolset", "mcp_toolsets"]
+__all__ = ["MCPConnection", "MCPServerRef", "amcp_toolset", "is_mcp_server", "mcp_toolset", "mcp_toolsets"]
 
 #: A stdio command line (a list of strings, or ``StdioServerParameters``) or a streamable-HTTP URL.
-MCPServer: TypeAlias = "str | Sequence[str] | StdioServerParameters"
+#: How a server is named: a URL (streamable HTTP), a command line, or the SDK's stdio parameters.
+#: (Not ``MCPServer``: that is the SDK's server class.)
+MCPServerRef: TypeAlias = "str | Sequence[str] | StdioServerParameters"
 _WRAP_MARK = "x-fastmcp-wrap-result"  # mcp 1.x wraps non-object results as {"result": value}
 _MAX_PAGES = 100
 
@@ -54,7 +56,7 @@ def is_mcp_server(source: Any) -> bool:
 class MCPConnection:
     """One client session to one MCP server, owned by a task on its own event-loop thread."""
 
-    def __init__(self, server: MCPServer, *, headers: Mapping[str, str] | None = None,
+    def __init__(self, server: MCPServerRef, *, headers: Mapping[str, str] | None = None,
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
                  connect_timeout_s: float = 30.0, errlog: TextIO | None = None) -> None:
         self.url: str | None = None
@@ -257,7 +259,7 @@ def _describe(exc: BaseException) -> str:
 
 
 # -- toolsets ----------------------------------------------------------------------------------------
-def mcp_toolset(server: MCPServer, *, tools: Sequence[str] | None = None, prefix: str = "",
+def mcp_toolset(server: MCPServerRef, *, tools: Sequence[str] | None = None, prefix: str = "",
                 policy: ToolPolicy | None = None, policies: Mapping[str, ToolPolicy] | None = None,
                 **connection: Any) -> Toolset:
     """A toolset of the server's tools (all, or those named in ``tools``), connected now.
@@ -270,7 +272,7 @@ def mcp_toolset(server: MCPServer, *, tools: Sequence[str] | None = None, prefix
     return _toolset(conn, conn.start(), tools, prefix, policy, policies)
 
 
-async def amcp_toolset(server: MCPServer, *, tools: Sequence[str] | None = None, prefix: str = "",
+async def amcp_toolset(server: MCPServerRef, *, tools: Sequence[str] | None = None, prefix: str = "",
                        policy: ToolPolicy | None = None, policies: Mapping[str, ToolPolicy] | None = None,
                        **connection: Any) -> Toolset:
     """:func:`mcp_toolset` for async callers."""
@@ -278,7 +280,7 @@ async def amcp_toolset(server: MCPServer, *, tools: Sequence[str] | None = None,
     return _toolset(conn, await conn.astart(), tools, prefix, policy, policies)
 
 
-def mcp_toolsets(servers: Mapping[str, MCPServer], *, prefix: bool = False, **options: Any) -> Toolset:
+def mcp_toolsets(servers: Mapping[str, MCPServerRef], *, prefix: bool = False, **options: Any) -> Toolset:
     """One toolset of several servers' tools, ``{group name: server}``, connected at once; each
     server's tools are that group. ``prefix=True`` puts ``"<group>_"`` before each tool's name
     (else two servers' tools of the same name raise ToolDefinitionError). ``options``: as for

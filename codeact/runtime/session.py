@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from ..errors import SessionClosed
+from ..errors import RuntimeClosed, SessionClosed
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
@@ -69,7 +69,7 @@ class Runtime:
         """A new isolated session (fresh namespace). ``workspace`` mounts a host directory;
         ``inputs`` maps names to host files made visible read-only under ``/inputs``."""
         if self.closed:
-            raise SessionClosed("the runtime is closed")
+            raise RuntimeClosed("the runtime is closed")
         session = Session(self, workspace=workspace, inputs=inputs, config=config)
         self._sessions.add(session)
         return session

@@ -8,7 +8,7 @@ from typing import Any
 
 from codeact.agent.models.anthropic import AnthropicClient
 from codeact.agent.models.base import ModelClient
-from codeact.agent.models.openai import OpenAIChatClient
+from codeact.agent.models.openai import OpenAIClient
 from codeact.agent.models.scripted import ScriptedModel
 
 __all__ = ["load_script", "make_model"]
@@ -39,7 +39,7 @@ def make_model(spec: str, *, base_url: str | None = None, api_key: str | None = 
             f"or 'scripted:PATH' or 'replay:TRACE' (providers: {', '.join(PROVIDERS)})"
         )
     if provider == "openai":
-        return OpenAIChatClient(name, base_url=base_url, api_key=api_key, **options)
+        return OpenAIClient(name, base_url=base_url, api_key=api_key, **options)
     if provider == "anthropic":
         return AnthropicClient(name, base_url=base_url, api_key=api_key, **options)
     if provider == "replay":

@@ -27,7 +27,7 @@ from codeact.agent.models.base import (
 )
 from codeact.errors import ModelError
 
-__all__ = ["OpenAIChatClient", "parse_completion", "to_openai_messages"]
+__all__ = ["OpenAIChatClient", "OpenAIClient", "parse_completion", "to_openai_messages"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRUNCATED = "the stream ended before the model finished; arguments are incomplete and must not be used"
@@ -189,7 +189,7 @@ class _ChunkAccumulator:
         return parse_completion(self.body(), truncated=self.finish is None)
 
 
-class OpenAIChatClient(HTTPModelClient):
+class OpenAIClient(HTTPModelClient):
     """``POST {base_url}/chat/completions`` over httpx, sync and async, streaming or not.
 
     ``base_url`` defaults to ``$OPENAI_BASE_URL`` then the OpenAI API; ``api_key`` to
@@ -274,3 +274,7 @@ class OpenAIChatClient(HTTPModelClient):
 
     def _accumulator(self) -> StreamAccumulator:
         return _ChunkAccumulator()
+
+
+#: Deprecated name of :class:`OpenAIClient` (named like ``AnthropicClient``).
+OpenAIChatClient = OpenAIClient
