@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ProtocolViolation, SandboxUnavailable
 from .base import Sandbox
-from .protocol import VERSION, FrameError, PeerClosed, encode
+from .protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
 
 __all__ = ["CallHandler", "KernelDriver", "RunOutcome"]
 
@@ -121,16 +121,25 @@ class KernelDriver:
             raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
-            output_limit: int, grace_s: float) -> RunOutcome:
-        """Run one cell; returns when the kernel reports, dies, or is killed at the deadline."""
+            output_limit: int, grace_s: float, max_call_bytes: int | None = None) -> RunOutcome:
+        """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
+
+        A call frame larger than ``max_call_bytes`` reaches ``on_call`` unparsed, its arguments a
+        :class:`RefusedArguments`. Nothing the kernel sends makes this raise: a frame the host
+        cannot take (even one that exhausts recursion or memory) is a protocol violation.
+        """
         run_id = uuid.uuid4().hex
         started = time.monotonic()
-        outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit)
+        try:
+            outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit,
+                                max_call_bytes)
+        except (RecursionError, MemoryError) as exc:
+            outcome = self._violation(f"the host could not process a frame ({type(exc).__name__})")
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
     def _run(self, run_id: str, code: str, on_call: CallHandler, deadline: float, grace_s: float,
-             output_cap: int, output_limit: int) -> RunOutcome:
+             output_cap: int, output_limit: int, max_call_bytes: int | None) -> RunOutcome:
         chan = self.sandbox.channel
         try:
             self._send({"type": "run", "id": run_id, "code": code, "output_cap": output_cap,
@@ -155,7 +164,7 @@ class KernelDriver:
                 continue
             chan.sock.settimeout(min(remaining, timers[0][0] - now) if timers else remaining)
             try:
-                message = chan.recv()
+                message = decode_bounded(chan.recv_body(), max_call_bytes)
             except TimeoutError:
                 continue
             except PeerClosed:
