@@ -143,8 +143,8 @@ class ToolHost:
         returned deadline's callback when it passes (a late answer is dropped).
         """
         front = self._front(ledger, name, arguments, size)
-        if isinstance(front, dict):
-            reply(front)
+        if isinstance(front, _Refusal):
+            reply(front.payload)
             return None
         record, tool, args, builtin = front
         if builtin:
@@ -171,8 +171,10 @@ class ToolHost:
         Returns the call's record, ended (a call refused before it was recorded gets a record
         of its own, outside the ledger)."""
         front = self._front(ledger, name, arguments, None)
-        if isinstance(front, dict):
-            error = ToolCallError.model_validate(front["error"])
+        if isinstance(front, _Refusal):
+            if front.record is not None:
+                return front.record
+            error = ToolCallError.model_validate(front.payload["error"])
             return ToolCallRecord(id="refused", name=str(name)[:200], arguments=None, ok=False, error=error,
                                   finished=True)
         record, tool, args, builtin = front
@@ -191,18 +193,19 @@ class ToolHost:
         return self.loop.run(self.acall(ledger, name, arguments))
 
     # -- the front: bound → lookup → validate --------------------------------------------------
-    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None) -> _Accepted | dict[str, Any]:
+    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None) -> _Accepted | _Refusal:
         """Record the call and return what to run, or the refusal payload (recorded when it can be)."""
         refused: RefusedArguments | None = arguments if isinstance(arguments, RefusedArguments) else None
         if size is None:
             size, refused = _measure(arguments)
         bound = ledger.arrive(size, self.max_calls_per_run, self.max_run_argument_bytes)
         if bound == "calls":
-            return _refusal("permission_denied", f"more than {self.max_calls_per_run} tool calls in one run; "
-                            "the rest are refused and not recorded")
+            return _Refusal(None, _refusal("permission_denied", f"more than {self.max_calls_per_run} tool calls "
+                                           "in one run; the rest are refused and not recorded"))
         error: ToolError | None = None
+        kept: Any = None  # what the record keeps of refused arguments
         if refused is not None or size > self.max_argument_bytes:
-            arguments = {"truncated": True, "bytes": size}
+            arguments = kept = {"truncated": True, "bytes": size}
             error = ToolError("invalid_arguments", refused.reason if refused is not None and refused.reason else (
                 f"arguments of {size} bytes exceed the limit of {self.max_argument_bytes}; "
                 "pass large data through files in the workspace"))
@@ -227,9 +230,9 @@ class ToolHost:
             except ValueError as exc:
                 error = ToolError("invalid_arguments", str(exc))
         if error is not None:
-            record = ledger.open(str(name)[:200], stand_in(arguments, size))
+            record = ledger.open(str(name)[:200], kept if kept is not None else stand_in(arguments, size))
             ledger.finish(record, error=_error(error))
-            return {"ok": False, "error": record.error.model_dump() if record.error else {}}
+            return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
         assert tool is not None
         return ledger.open(name, arguments), tool, args, builtin
 
@@ -485,6 +488,16 @@ def _jsonable(name: str, value: Any) -> Any:
         return to_jsonable_python(value)
     except Exception as exc:
         raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
+
+
+class _Refusal:
+    """A call refused at the front: its record (None when not even recorded) and its reply."""
+
+    __slots__ = ("payload", "record")
+
+    def __init__(self, record: ToolCallRecord | None, payload: dict[str, Any]) -> None:
+        self.record = record
+        self.payload = payload
 
 
 class _Once:
