@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-__all__ = ["ArgumentConverter", "RateLimiter", "SessionGate", "converter_for"]
+__all__ = ["ArgumentConverter", "RateLimiter", "SessionGate", "converter_for", "fast_check_for"]
 
 
 class RateLimiter:
@@ -75,17 +75,76 @@ class SessionGate:
         return self._running
 
 
+#: Keywords a flat schema may use and still be checked by :func:`fast_check_for`'s checker.
+_FLAT_KEYS = {"type", "properties", "required", "additionalProperties", "description", "title", "$schema"}
+_FIELD_KEYS = {"type", "description", "title", "default"}
+
+
+def _is_integer(v: Any) -> bool:
+    return (type(v) is int) or (type(v) is float and v.is_integer())
+
+
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "integer": _is_integer,
+    "number": lambda v: type(v) in (int, float),
+    "boolean": lambda v: type(v) is bool,
+}
+
+
+def fast_check_for(schema: Any) -> Callable[[dict[str, Any]], bool] | None:
+    """A checker for the common flat schema (an object of string/integer/number/boolean fields),
+    True only when the arguments are certainly valid; None for any other schema. A False answer
+    means "ask the full validator", which lists the problems (so messages never change)."""
+    if not isinstance(schema, dict) or set(schema) - _FLAT_KEYS or schema.get("type") != "object":
+        return None
+    props = schema.get("properties", {})
+    if not isinstance(props, dict) or schema.get("additionalProperties", True) not in (True, False):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, sub in props.items():
+        if not isinstance(sub, dict) or set(sub) - _FIELD_KEYS or sub.get("type") not in _TYPE_CHECKS:
+            return None
+        checks[name] = _TYPE_CHECKS[sub["type"]]
+    required = frozenset(schema.get("required", ()))
+    closed = schema.get("additionalProperties", True) is False
+
+    def check(args: dict[str, Any]) -> bool:
+        if not required.issubset(args):
+            return False
+        for key, value in args.items():
+            test = checks.get(key)
+            if test is None:
+                if closed:
+                    return False
+            elif not test(value):
+                return False
+        return True
+
+    return check
+
+
 class ArgumentConverter:
     """Converts validated JSON arguments to a Python function's annotated parameter types with
     pydantic in lax mode: ``1.0`` → ``1`` for ``int``, ``2`` → ``2.0`` for ``float``, a dict → a
     model for a pydantic-model parameter. Only the arguments given are returned (the function's
     own defaults fill the rest)."""
 
-    def __init__(self, model: type[BaseModel]) -> None:
+    def __init__(self, model: type[BaseModel] | None, numbers: dict[str, type]) -> None:
         self._model = model
+        self._numbers = numbers  # parameters annotated plain int/float: converted without pydantic
 
     def __call__(self, args: dict[str, Any]) -> dict[str, Any]:
         """Raises ``ValueError`` with one line per problem when a value cannot be converted."""
+        if self._model is None:
+            out = args
+            for key, want in self._numbers.items():
+                value: Any = args.get(key)
+                if type(value) is not want and type(value) in (int, float):
+                    if out is args:
+                        out = dict(args)
+                    out[key] = want(value) if want is float or value.is_integer() else value
+            return out
         try:
             converted = self._model.model_validate(args)
         except ValidationError as exc:
@@ -107,6 +166,7 @@ def converter_for(fn: Callable[..., Any]) -> ArgumentConverter | None:
     except Exception:  # unresolvable forward references, builtins without signatures
         return None
     fields: dict[str, Any] = {}
+    numbers: dict[str, type] = {}
     for name, param in params.items():
         hint = hints.get(name)
         if hint is None or hint is Any or hint in _SIMPLE:
@@ -114,12 +174,16 @@ def converter_for(fn: Callable[..., Any]) -> ArgumentConverter | None:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             continue
         fields[name] = (hint, None)
+        if hint in (int, float):
+            numbers[name] = hint
     if not fields:
         return None
+    if len(numbers) == len(fields):  # the common case, and the hot path: no pydantic needed
+        return ArgumentConverter(None, numbers)
     try:
         model = create_model(  # type: ignore[call-overload]
             f"_{getattr(fn, '__name__', 'tool')}_args",
             __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"), **fields)
     except Exception:
         return None
-    return ArgumentConverter(model)
+    return ArgumentConverter(model, numbers)

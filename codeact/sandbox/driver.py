@@ -51,6 +51,9 @@ class _Call(_Strict):
     arguments: Any = None
 
 
+_CALL_KEYS = frozenset(_Call.model_fields)
+
+
 class _CodeError(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: str = Field(max_length=1000)
@@ -173,13 +176,13 @@ class KernelDriver:
                 return self._violation(f"unreadable frame: {_one_line(exc)}")
             kind = message.get("type")
             if kind == "call":
-                try:
-                    call = _Call.model_validate(message)
-                except ValidationError as exc:
-                    return self._violation(f"malformed call frame: {_one_line(exc)}")
-                timer = on_call(call.seq, call.name, call.arguments, chan.last_size)
+                problem = _call_problem(message)
+                if problem is not None:
+                    return self._violation(f"malformed call frame: {problem}")
+                seq = message["seq"]
+                timer = on_call(seq, message["name"], message.get("arguments"), chan.last_size)
                 if timer is not None:
-                    heapq.heappush(timers, (timer[0], call.seq, timer[1]))
+                    heapq.heappush(timers, (timer[0], seq, timer[1]))
             elif kind == "done":
                 try:
                     done = _Done.model_validate(message)
@@ -217,6 +220,19 @@ class KernelDriver:
         how = f"signal {status.signal}" if status.signal else f"exit status {status.exit_code}"
         detail = f" ({status.detail})" if status.detail else ""
         return RunOutcome("killed", state_lost=True, reason=f"the sandbox process ended: {how}{detail}")
+
+
+def _call_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with a call frame, if anything: the ``_Call`` schema, with the common valid
+    case checked by hand (~0.3 µs instead of a model validation's few µs)."""
+    seq, name = message.get("seq"), message.get("name")
+    if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= 512 and message.keys() <= _CALL_KEYS:
+        return None
+    try:
+        _Call.model_validate(message)
+    except ValidationError as exc:
+        return _one_line(exc)
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
