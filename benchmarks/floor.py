@@ -156,3 +156,13 @@ class FloorContainer:
 
 def stats(values: list[float]) -> tuple[float, float]:
     return med_p90(values)
+
+
+def open_floor(docker: bool, config: SandboxConfig) -> tuple[FloorContainer | None, str]:
+    """The floor container when the Docker backend is measured, else None with the reason."""
+    if not docker:
+        return None, "the raw floor needs the Docker backend"
+    try:
+        return FloorContainer(config), ""
+    except Exception as exc:
+        return None, f"n/a: {type(exc).__name__}: {exc}"[:200]
