@@ -39,6 +39,19 @@ def typed(n: int, f: float) -> list[str]:
     return [type(n).__name__, type(f).__name__, repr(n), repr(f)]
 
 
+@tool
+def deep_result(n: int) -> Any:
+    """A value nesting n levels.
+
+    Args:
+        n: depth.
+    """
+    value: Any = []
+    for _ in range(n - 1):
+        value = [value]
+    return value
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -49,7 +62,7 @@ def _rss_mb() -> float:
 
 @pytest.fixture(scope="module")
 def rt() -> Any:
-    with Runtime([echo, typed], LOCAL) as runtime:
+    with Runtime([echo, typed, deep_result], LOCAL) as runtime:
         yield runtime
 
 
@@ -132,6 +145,11 @@ def test_deep_arguments_are_invalid_and_the_result_serializes(rt: Runtime) -> No
         value.model_dump_json()
         shallow = s.run("echo(x=[[[1]]])")
         assert shallow.value == [[[1]]]
+        # A tool's own deep result reaches the code whole; the record keeps it as text.
+        deep = s.run("r = deep_result(n=100)\nlen(str(r))")
+        assert deep.ok and deep.value == 200
+        assert isinstance(deep.calls[0].result, str) and deep.calls[0].result.startswith("[[[")
+        deep.model_dump_json()
 
 
 @pytest.mark.parametrize("constant", ["NaN", "-Infinity", "Infinity"])

@@ -247,7 +247,7 @@ def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[Tool
     """The result's copy of the ledger, each record's result bounded (the ledger keeps everything)."""
     for record in records:
         if record.ok and record.result is not None:
-            record.result = bounded_value(record.result, max_chars, record.id)
+            record.result = bounded_value(_shallow(record.result), max_chars, record.id)
     return records
 
 
