@@ -158,9 +158,11 @@ class ToolHost:
             gate.enter(functools.partial(self._start_plain, ledger, record, tool, args, reply, once))
             return time.monotonic() + self.timeout_of(tool), functools.partial(
                 self._expire, ledger, record, tool, reply, once)
+        work = self._back(ledger, record, tool, args)
         try:
-            future = self.loop.submit(self._back(ledger, record, tool, args))
+            future = self.loop.submit(work)
         except RuntimeError:  # the runtime is closing
+            work.close()
             self._closed_call(ledger, record)
             reply(self._payload(ledger, record))
             return None
