@@ -15,9 +15,10 @@ import threading
 import time
 from typing import Any
 
+from codeact.runtime._calls import _Once
 from codeact.runtime._loop import LoopThread
 from codeact.runtime.ledger import CallLedger
-from codeact.runtime.toolhost import ToolHost, _Once
+from codeact.runtime.toolhost import ToolHost
 from codeact.runtime.toolset import Toolset
 from codeact.sandbox.driver import _call_problem
 from codeact.sandbox.protocol import decode_bounded, encode
