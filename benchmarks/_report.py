@@ -121,8 +121,10 @@ def markdown(data: dict[str, Any]) -> str:
         f"{m['memory_gib']} GiB, Docker {m['docker'] or 'n/a'}, Python {m['python']} (load average "
         f"{data.get('loadavg_start', '?')} at the start, {m.get('loadavg_1m', '?')} at the end; "
         f"{data.get('containers_at_start', '?')} other containers running at the start). Ratios are against "
-        "baselines measured in the same run; \"floor\" is the same kernel as a local subprocess "
-        "(`SandboxConfig(backend=\"local\", policy=\"none\")`), which uses the same Unix-socket channel.",
+        "baselines measured in the same run; the \"transport floor\" is a raw JSON ping-pong / exec loop with a "
+        "process in a container from the sandbox image with the same hardening and the same kind of Unix socket "
+        "(no codeact code on either side, `benchmarks/floor.py`); \"local kernel\" is the same codeact kernel as "
+        "a local subprocess (`SandboxConfig(backend=\"local\", policy=\"none\")`).",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),

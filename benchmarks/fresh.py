@@ -17,7 +17,7 @@ from codeact import Runtime
 
 from ._common import Baseline, Context, Row, med_p90, ratio
 
-POOLED_MS = 5.0
+POOLED_MS = 1.0
 COLD_MS = 300.0
 CLOSE_MS = 100.0
 ROWS = [("fresh_pooled", "fresh session from the warm pool, acquire → first result", "ms", f"≤ {POOLED_MS:g} ms"),

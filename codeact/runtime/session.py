@@ -4,7 +4,9 @@ one persistent namespace, many runs)."""
 from __future__ import annotations
 
 import asyncio
-import itertools
+import collections
+import functools
+import json
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -13,24 +15,26 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..errors import RuntimeClosed, SessionClosed
-from ..results import CodeError, ExecutionResult, FileInfo, ToolCallError, ToolCallRecord, bounded_value
+from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
+from ..sandbox.protocol import MAX_DEPTH, too_deep
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import events as _events
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
-from .ledger import CallLedger
+from .ledger import CallLedger, CallStore
 from .toolhost import CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
 
 _MAX_VALUE_CHARS = 512 * 1024  # the kernel bounds values at 256 KiB; this is the safety net
+_MAX_HISTORY = 32
 
 
 class Runtime:
@@ -39,18 +43,25 @@ class Runtime:
     def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
                  *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
                  max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
-                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32,
+                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32, tool_timeout_s: float = 30.0,
+                 max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
+                 max_session_record_bytes: int = 256 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
         self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
-                             max_result_chars=max_result_chars, max_concurrency=max_concurrency)
+                             max_result_chars=max_result_chars, max_concurrency=max_concurrency,
+                             tool_timeout_s=tool_timeout_s, max_calls_per_run=max_calls_per_run,
+                             max_argument_bytes=max_argument_bytes, max_run_argument_bytes=max_run_argument_bytes,
+                             max_in_flight_per_session=max_in_flight_per_session)
         self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
         self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
+        #: The argument bytes of the call records a session keeps in ``history``, at most.
+        self.max_session_record_bytes = max_session_record_bytes
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._pool: SandboxPool | None = None
         self.closed = False
@@ -142,8 +153,13 @@ class Session:
         self.user_workspace = Path(workspace).resolve() if workspace is not None else None
         self.inputs = {k: Path(v).resolve() for k, v in (inputs or {}).items()}
         self.state: Literal["open", "closed"] = "open"
-        self.cache: dict[str, Any] = {}
-        self.history: list[ExecutionResult] = []
+        #: The session's memory of calls across runs: call ids, cached answers, large results.
+        self.calls: CallStore = runtime.host.new_store()
+        self.cache: dict[str, Any] = self.calls.cache
+        #: Recent results, oldest dropped first: at most ``_MAX_HISTORY`` of them and at most the
+        #: runtime's ``max_session_record_bytes`` of call arguments in all.
+        self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
+        self._history_bytes: collections.deque[int] = collections.deque(maxlen=_MAX_HISTORY)
         self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
         self._interrupted = False
@@ -188,7 +204,7 @@ class Session:
         with self._lock:
             driver = self._ensure()
             self._interrupted = False
-            ledger = CallLedger(self.cache) if sink is None else sink.ledger(self.cache)
+            ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
             before = snapshot(driver.sandbox.workspace)
 
             on_call = self._call_handler(driver, ledger)
@@ -198,7 +214,8 @@ class Session:
                 sink.attach(driver)  # a listener may interrupt the run from here ...
             outcome = driver.run(code, on_call, timeout,
                                  output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                                 grace_s=self.config.grace_s, on_output=sink.output if sink is not None else None)
+                                 grace_s=self.config.grace_s, max_call_bytes=self.runtime.host.max_argument_bytes,
+                                 on_output=sink.output if sink is not None else None)
             if sink is not None:
                 sink.detach()  # ... to here, never a later run
             result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
@@ -207,7 +224,7 @@ class Session:
             result.files = _written_files(driver.sandbox, before)
             if outcome.state_lost:
                 self._discard()
-            self.history.append(result)
+            self._remember(result, ledger.argument_bytes)
             return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
@@ -222,26 +239,22 @@ class Session:
             driver._interrupt()
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
-        """Bound what the sandbox can make the host keep: calls per run and argument size."""
-        host, rt = self.runtime.host, self.runtime
-        seen = itertools.count(1)
+        """Every call from the sandbox goes into the host's one pipeline (bounds included)."""
+        dispatch = self.runtime.host.dispatch
 
         def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
-            if next(seen) > rt.max_calls_per_run:
-                driver.reply(seq, _refusal("permission_denied", f"more than {rt.max_calls_per_run} tool calls "
-                                           "in one run; the rest are refused and not recorded"))
-                return None
-            if size > rt.max_argument_bytes:
-                record = ledger.open(name[:200], {"truncated": True, "bytes": size})
-                error = ToolCallError(code="invalid_arguments", message=(
-                    f"arguments of {size} bytes exceed the limit of {rt.max_argument_bytes}; "
-                    "pass large data through files in the workspace"))
-                ledger.finish(record, error=error)
-                driver.reply(seq, {"ok": False, "error": error.model_dump()})
-                return None
-            return host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
+            return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size)
 
         return on_call
+
+    def _remember(self, result: ExecutionResult, argument_bytes: int) -> None:
+        if len(self.history) == self.history.maxlen:
+            self._history_bytes.popleft()
+        self.history.append(result)
+        self._history_bytes.append(argument_bytes)
+        while len(self.history) > 1 and sum(self._history_bytes) > self.runtime.max_session_record_bytes:
+            self.history.popleft()
+            self._history_bytes.popleft()
 
     def _discard(self) -> None:
         driver, self._driver = self._driver, None
@@ -270,15 +283,11 @@ class Session:
         await asyncio.to_thread(self.close)
 
 
-def _refusal(code: str, message: str) -> dict[str, Any]:
-    return {"ok": False, "error": {"code": code, "message": message, "retryable": False}}
-
-
 def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[ToolCallRecord]:
     """The result's copy of the ledger, each record's result bounded (the ledger keeps everything)."""
     for record in records:
         if record.ok and record.result is not None:
-            record.result = bounded_value(record.result, max_chars, record.id)
+            record.result = bounded_value(_shallow(record.result), max_chars, record.id)
     return records
 
 
@@ -307,11 +316,22 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         result.stdout, result.stderr = done.stdout[:cap], done.stderr[:cap]
         result.stdout_truncated = done.stdout_truncated or len(done.stdout) > cap
         result.stderr_truncated = done.stderr_truncated or len(done.stderr) > cap
-        result.value = bounded_value(done.value, _MAX_VALUE_CHARS, "value")
+        result.value = bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value")
         if done.final is not None:
-            result.final_answer = done.final.get("value")
+            result.final_answer = _shallow(done.final.get("value"))
             result.answered = True
     return result
+
+
+def _shallow(value: Any) -> Any:
+    """A value nesting deeper than the result can serialize becomes its (bounded) JSON text."""
+    if not too_deep(value, MAX_DEPTH):
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        text = repr(type(value))
+    return text[:_MAX_VALUE_CHARS]
 
 
 def _written_files(sandbox: Any, before: WorkspaceSnapshot) -> list[FileInfo]:

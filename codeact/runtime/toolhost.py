@@ -1,8 +1,13 @@
-"""Dispatch of tool calls on the host: lookup → validate → permit → execute → record.
+"""Dispatch of tool calls on the host, one pipeline for every call:
+bound → lookup → validate → permit → admit → execute → record → reply.
 
-Every call, from sandboxed code or from a JSON function-calling loop, goes through
-``ToolHost.handle``, so both modes share validation, policies and records. Calls run concurrently
-on the host's event loop (at most ``max_concurrency`` tool executions at a time).
+Calls from sandboxed code (``dispatch``) and from a JSON function-calling loop (``acall``) share
+it: the same bounds, validation, policies, records and error mapping. The front (bound, lookup,
+validate) runs on the caller's thread; *execute* then either runs a plain sync tool straight on a
+pool thread (one hand-off; the caller enforces its timeout) or goes through the host's event loop
+(permission hooks, rate limits, the cache, retries, async tools). Whatever a tool raises, even
+``SystemExit`` or ``KeyboardInterrupt``, becomes a ``tool_exception`` record; nothing a tool does
+stops the loop or the pool.
 
 A result larger than ``max_result_chars`` (as JSON text) reaches the sandbox as a truncated view
 ``{"truncated": True, "call_id", "total_chars", "preview", "hint"}``; the host keeps the full
@@ -20,13 +25,26 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
 from ..errors import ToolArgumentsError, ToolError
 from ..results import ToolCallError, ToolCallRecord, oversized_json
+from ..sandbox.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
+from ._admission import ArgumentConverter, RateLimiter, converter_for, fast_check_for
+from ._calls import (
+    _describe,
+    _enter,
+    _error,
+    _guarded,
+    _invoke,
+    _jsonable,
+    _max_calls_error,
+    _measure,
+    _Once,
+    _Refusal,
+    _refusal,
+)
 from ._loop import LoopThread
-from .ledger import CallLedger, CallStore, cache_key
+from .ledger import CallLedger, CallStore, cache_key, stand_in
 from .toolset import Tool, Toolset
 
 __all__ = ["READ_RESULT", "CallDeadline", "PermissionHook", "ToolHost"]
@@ -77,35 +95,18 @@ _READ_RESULT_SPEC = ToolSpec(
 )
 
 
-class _RateLimiter:
-    """Lets calls of one tool start at least 1/rate seconds apart (waits; never fails the call).
-
-    Calls pass one at a time and the next slot is measured from when a call actually started, so
-    a late wake-up on a loaded machine can never bring two starts closer than the interval.
-    """
-
-    def __init__(self, per_second: float) -> None:
-        self.interval = 1.0 / per_second
-        self.last_start = -float("inf")
-        self._lock: asyncio.Lock | None = None
-
-    async def wait(self) -> None:  # only ever runs on the host's loop thread
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            delay = self.last_start + self.interval - time.monotonic()
-            while delay > 0:
-                await asyncio.sleep(delay)
-                delay = self.last_start + self.interval - time.monotonic()
-            self.last_start = time.monotonic()
+#: What happens to one accepted call: (record, tool, converted arguments, whether it is a built-in).
+_Accepted = tuple[ToolCallRecord, Tool, dict[str, Any], bool]
 
 
 class ToolHost:
-    """Runs tool calls for a runtime: policies, timeouts, retries, the cache, records."""
+    """Runs tool calls for a runtime: bounds, policies, timeouts, retries, the cache, records."""
 
     def __init__(self, toolset: Toolset, loop: LoopThread, *, permission: PermissionHook | None = None,
                  ask: PermissionHook | None = None, max_result_chars: int = 1_000_000,
-                 max_concurrency: int = 32) -> None:
+                 max_concurrency: int = 32, tool_timeout_s: float = 30.0, max_calls_per_run: int = 10_000,
+                 max_argument_bytes: int = 256 * 1024, max_run_argument_bytes: int = 64 * 1024 * 1024,
+                 max_in_flight_per_session: int = 256) -> None:
         self.toolset = toolset
         self.loop = loop
         self.permission = permission
@@ -113,9 +114,19 @@ class ToolHost:
         self.max_result_chars = max_result_chars
         #: Tool executions in flight at once, across every session of the runtime.
         self.max_concurrency = max_concurrency
+        #: The timeout of a tool whose policy sets none (every call has one).
+        self.tool_timeout_s = tool_timeout_s
+        self.max_calls_per_run = max_calls_per_run
+        self.max_argument_bytes = max_argument_bytes
+        #: The JSON bytes of all the arguments of one run's calls, at most.
+        self.max_run_argument_bytes = max_run_argument_bytes
+        #: Calls of one session recorded and not yet ended, at most (more are refused, retryable).
+        self.max_in_flight_per_session = max_in_flight_per_session
         #: Tools the host answers itself; a user tool of the same name takes precedence.
         self.builtins: dict[str, Tool] = {READ_RESULT: Tool(spec=_READ_RESULT_SPEC)}
-        self._limiters: dict[str, _RateLimiter] = {}
+        self._limiters: dict[str, RateLimiter] = {}
+        self._converters: dict[int, tuple[Any, ArgumentConverter | None]] = {}
+        self._checks: dict[int, tuple[ToolSpec, Callable[[dict[str, Any]], bool] | None]] = {}
         self._slots: asyncio.Semaphore | None = None
 
     @property
@@ -123,27 +134,144 @@ class ToolHost:
         """What the sandbox gets stubs for: the toolset's tools, then the built-ins it does not shadow."""
         return [*self.toolset.specs, *(t.spec for n, t in self.builtins.items() if n not in self.toolset)]
 
+    def timeout_of(self, tool: Tool) -> float:
+        """A call's time limit: the tool's policy, else the runtime's default."""
+        return tool.policy.timeout_s if tool.policy.timeout_s is not None else self.tool_timeout_s
+
+    def new_store(self) -> CallStore:
+        """A session's call store, with its share of the tool pool: three quarters of it, so a
+        second session always finds threads free however many calls the first one queues."""
+        return CallStore(max_running=max(1, self.loop.max_workers * 3 // 4))
+
     # -- entry points ------------------------------------------------------------------------
     def dispatch(self, ledger: CallLedger, name: str, arguments: Any,
-                 reply: Callable[[dict[str, Any]], None]) -> CallDeadline | None:
-        """Record the call now, run it, ``reply`` with the sandbox's payload once.
+                 reply: Callable[[dict[str, Any]], None], size: int | None = None) -> CallDeadline | None:
+        """Run one call from the sandbox; ``reply`` with the sandbox's payload exactly once.
 
-        A plain sync tool (no permission hook, rate limit, cache or retries) runs straight on a pool
-        thread, skipping two hops through the event loop; its timeout is then the caller's to
-        enforce: call the returned deadline's callback when it passes (a late answer is dropped).
+        ``size`` is the call frame's size in bytes (measured here when None). A plain sync tool
+        runs straight on a pool thread; its timeout is then the caller's to enforce: call the
+        returned deadline's callback when it passes (a late answer is dropped).
         """
-        record = ledger.open(name, arguments)
-        tool = self.toolset.get(name)
-        if tool is not None and self._plain(tool):
-            self.loop.pool.submit(self._run_plain, ledger, record, tool, reply)
-            if tool.policy.timeout_s is None:
-                return None
-            return time.monotonic() + tool.policy.timeout_s, functools.partial(
-                self._expire, ledger, record, tool, reply)
-        future = self.loop.submit(self.handle(ledger, record))
+        front = self._front(ledger, name, arguments, size)
+        if isinstance(front, _Refusal):
+            reply(front.payload)
+            return None
+        record, tool, args, builtin = front
+        if builtin:
+            self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
+            reply(self._payload(ledger, record))
+            return None
+        if self._plain(tool):
+            once = _Once()
+            gate = ledger.store.gate
+            gate.enter(functools.partial(self._start_plain, ledger, record, tool, args, reply, once))
+            return time.monotonic() + self.timeout_of(tool), functools.partial(
+                self._expire, ledger, record, tool, reply, once)
+        work = self._back(ledger, record, tool, args)
+        try:
+            future = self.loop.submit(work)
+        except RuntimeError:  # the runtime is closing
+            work.close()
+            self._closed_call(ledger, record)
+            reply(self._payload(ledger, record))
+            return None
         future.add_done_callback(lambda _f: reply(self._payload(ledger, record)))
         return None
 
+    async def acall(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
+        """Run one call from a JSON function-calling loop; the same pipeline as :meth:`dispatch`.
+        Returns the call's record, ended (a call refused before it was recorded gets a record
+        of its own, outside the ledger)."""
+        front = self._front(ledger, name, arguments, None)
+        if isinstance(front, _Refusal):
+            if front.record is not None:
+                return front.record
+            error = ToolCallError.model_validate(front.payload["error"])
+            return ToolCallRecord(id="refused", name=str(name)[:200], arguments=None, ok=False, error=error,
+                                  finished=True)
+        record, tool, args, builtin = front
+        if builtin:
+            self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
+            return record
+        work = self._back(ledger, record, tool, args)
+        if asyncio.get_running_loop() is self.loop.loop:
+            await work
+        else:
+            await asyncio.wrap_future(self.loop.submit(work))
+        return record
+
+    def call(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
+        """Run one call synchronously (from any thread but the loop's)."""
+        return self.loop.run(self.acall(ledger, name, arguments))
+
+    # -- the front: bound → lookup → validate --------------------------------------------------
+    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None) -> _Accepted | _Refusal:
+        """Record the call and return what to run, or the refusal payload (recorded when it can be)."""
+        refused: RefusedArguments | None = arguments if isinstance(arguments, RefusedArguments) else None
+        if size is None:
+            size, refused = _measure(arguments)
+        bound = ledger.arrive(size, self.max_calls_per_run, self.max_run_argument_bytes)
+        if bound == "calls":
+            return _Refusal(None, _refusal("permission_denied", f"more than {self.max_calls_per_run} tool calls "
+                                           "in one run; the rest are refused and not recorded"))
+        error: ToolError | None = None
+        kept: Any = None  # what the record keeps of refused arguments
+        if refused is not None or size > self.max_argument_bytes:
+            arguments = kept = {"truncated": True, "bytes": size}
+            error = ToolError("invalid_arguments", refused.reason if refused is not None and refused.reason else (
+                f"arguments of {size} bytes exceed the limit of {self.max_argument_bytes}; "
+                "pass large data through files in the workspace"))
+        elif bound == "bytes":
+            error = ToolError("permission_denied", f"the arguments of this run's calls exceed "
+                              f"{self.max_run_argument_bytes} bytes in all; pass large data through files")
+        elif ledger.store.in_flight >= self.max_in_flight_per_session:
+            error = ToolError("rate_limited", f"more than {self.max_in_flight_per_session} calls of this session "
+                              "are in flight; wait for some to finish", retryable=True)
+        tool = self.toolset.get(name)
+        builtin = tool is None and name in self.builtins
+        tool = tool or self.builtins.get(name)
+        if error is None and tool is None:
+            known = ", ".join(self.toolset.names[:20]) or "none"
+            error = ToolError("unknown_tool", f"no tool named {name!r} (available: {known})")
+        args: dict[str, Any] = {}
+        if error is None and tool is not None:
+            try:
+                args = self._convert(tool, self._validate(tool, arguments))
+            except ToolArgumentsError as exc:
+                error = ToolError("invalid_arguments", "; ".join(exc.problems))
+            except ValueError as exc:
+                error = ToolError("invalid_arguments", str(exc))
+        if error is not None:
+            record = ledger.open(str(name)[:200], kept if kept is not None else stand_in(arguments, size))
+            ledger.finish(record, error=_error(error))
+            return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
+        assert tool is not None
+        return ledger.open(name, arguments), tool, args, builtin
+
+    def _validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
+        """The spec's validation, with a compiled fast check for flat schemas (cached per spec):
+        only arguments it cannot vouch for go through the full validator, for its problem list."""
+        spec = tool.spec
+        check = self._checks.get(id(spec))
+        if check is None or check[0] is not spec:
+            check = self._checks[id(spec)] = (spec, fast_check_for(spec.input_schema))
+        if check[1] is not None and type(arguments) is dict and check[1](arguments):
+            return dict(arguments)
+        return spec.validate_arguments(arguments)
+
+    def _convert(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments in the types a Python tool's annotations ask for (pydantic, lax mode:
+        ``1.0`` reaches an ``int`` parameter as ``1``)."""
+        fn = tool.fn
+        if fn is None or not args:
+            return args
+        cached = self._converters.get(id(tool))
+        if cached is None or cached[0] is not fn:
+            cached = self._converters[id(tool)] = (fn, converter_for(fn))
+        converter = cached[1]
+        return args if converter is None else converter(args)
+
+    # -- execute: on a pool thread ---------------------------------------------------------------
     def _plain(self, tool: Tool) -> bool:
         policy = tool.policy
         # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
@@ -151,87 +279,71 @@ class ToolHost:
                 and not policy.rate_limit_per_s and not policy.cacheable and not policy.idempotent
                 and self.max_concurrency >= self.loop.max_workers)
 
-    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
-                   reply: Callable[[dict[str, Any]], None]) -> None:
-        """The fast path, on a pool thread: validate, count, run, record, reply."""
+    def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
+                     reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
         try:
-            try:
-                args = tool.spec.validate_arguments(record.arguments)
-            except ToolArgumentsError as exc:
-                raise ToolError("invalid_arguments", "; ".join(exc.problems)) from None
-            if not ledger.admit(tool.name, tool.policy.max_calls):
-                raise ToolError("permission_denied",
-                                f"{tool.name!r} may be called at most {tool.policy.max_calls} times per execution")
-            assert tool.fn is not None
-            try:
-                value = tool.fn(**args)
-            except ConnectionError as exc:
-                raise ToolError("upstream_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
-            done = ledger.finish(record, result=_jsonable(tool.name, value))
-        except ToolError as exc:
-            done = ledger.finish(record, error=ToolCallError(code=exc.code, message=exc.message,
-                                                             retryable=exc.retryable))
-        except BaseException as exc:  # a bug in a tool (even sys.exit()): data, not a host crash
-            done = ledger.finish(record, error=ToolCallError(code="tool_exception",
-                                                             message=f"{type(exc).__name__}: {exc}"[:2000]))
-        if done:
-            reply(self._payload(ledger, record))
+            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, tool, args, reply, once))
+        except RuntimeError:  # the runtime is closing
+            if self._closed_call(ledger, record):
+                reply(self._payload(ledger, record))
+            if once.claim():
+                ledger.store.gate.leave()
+
+    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
+                   reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
+        """The fast path, on a pool thread: admit, run, record, reply."""
+        try:
+            if not ledger.begin(record):  # its run ended (or it timed out) while it waited: never run it
+                return
+            fn = tool.fn
+            assert fn is not None
+            if ledger.admit(tool.name, tool.policy.max_calls):
+                done = self._finish(ledger, record, lambda: (_jsonable(tool.name, _invoke(fn, args)), False))
+            else:
+                done = ledger.finish(record, error=_error(_max_calls_error(tool)))
+            if done:
+                reply(self._payload(ledger, record))
+        finally:
+            if not once.claim():  # it had expired: give back the thread the pool lent meanwhile
+                self.loop.pool.grow(-1)
+            else:
+                ledger.store.gate.leave()
 
     def _expire(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
-                reply: Callable[[dict[str, Any]], None]) -> None:
-        error = ToolCallError(code="timeout", message=f"{tool.name!r} did not answer within {tool.policy.timeout_s} s",
+                reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
+        error = ToolCallError(code="timeout", message=f"{tool.name!r} did not answer within {self.timeout_of(tool)} s",
                               retryable=True)
         if ledger.finish(record, error=error):
             reply(self._payload(ledger, record))
+        # Still running (hung): free the session's slot and lend the pool a thread meanwhile. A call
+        # still queued keeps its place; it will find its record ended and not run.
+        if ledger.begun(record) and once.claim():
+            ledger.store.gate.leave()
+            self.loop.pool.grow(1)
 
-    def call(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
-        """Run one call synchronously (from any thread but the loop's)."""
-        record = ledger.open(name, arguments)
-        self.loop.run(self.handle(ledger, record))
-        return record
-
-    async def acall(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
-        record = ledger.open(name, arguments)
-        await asyncio.wrap_future(self.loop.submit(self.handle(ledger, record)))
-        return record
-
-    async def handle(self, ledger: CallLedger, record: ToolCallRecord) -> None:
-        """The pipeline for one opened record; never raises."""
+    # -- execute: through the loop --------------------------------------------------------------
+    async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:
+        """permit → admit → execute → record, for one recorded call; never raises."""
         try:
-            result, cached = await self._pipeline(ledger, record.name, record.arguments)
+            await self._permit(tool, args)
+            if not ledger.admit(tool.name, tool.policy.max_calls):
+                raise _max_calls_error(tool)
+            if tool.policy.cacheable:
+                result, cached = await self._cached(ledger, record, tool, args)
+            else:
+                result, cached = await self._execute_with_retries(ledger, record, tool, args), False
             ledger.finish(record, result=result, cached=cached)
         except ToolError as exc:
-            ledger.finish(record, error=ToolCallError(code=exc.code, message=exc.message,
-                                                      retryable=exc.retryable))
-        except Exception as exc:  # a bug in a tool: data, not a host crash
-            message = f"{type(exc).__name__}: {exc}"[:2000]
-            ledger.finish(record, error=ToolCallError(code="tool_exception", message=message))
+            ledger.finish(record, error=_error(exc))
+        except asyncio.CancelledError:  # the runtime is closing
+            self._closed_call(ledger, record)
+        except BaseException as exc:  # a bug here or in a tool: data, not a host crash
+            ledger.finish(record, error=ToolCallError(code="tool_exception", message=_describe(exc)))
 
-    # -- the pipeline ------------------------------------------------------------------------
-    async def _pipeline(self, ledger: CallLedger, name: str, arguments: Any) -> tuple[Any, bool]:
-        tool = self.toolset.get(name)
-        builtin = tool is None and name in self.builtins
-        tool = tool or self.builtins.get(name)
-        if tool is None:
-            known = ", ".join(self.toolset.names[:20]) or "none"
-            raise ToolError("unknown_tool", f"no tool named {name!r} (available: {known})")
-        try:
-            args = tool.spec.validate_arguments(arguments)
-        except ToolArgumentsError as exc:
-            raise ToolError("invalid_arguments", "; ".join(exc.problems)) from None
-        if builtin:  # the host's own tools: recorded, but no user policy applies
-            return (tool.fn(**args) if tool.fn is not None else self._read_result(ledger.store, args)), False
-        await self._permit(tool, args)
-        policy = tool.policy
-        if not ledger.admit(name, policy.max_calls):
-            raise ToolError("permission_denied",
-                            f"{name!r} may be called at most {policy.max_calls} times per execution")
-        if policy.cacheable:
-            return await self._cached(ledger.store, tool, args)
-        return await self._execute_with_retries(tool, args), False
-
-    async def _cached(self, store: CallStore, tool: Tool, args: dict[str, Any]) -> tuple[Any, bool]:
+    async def _cached(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
+                      args: dict[str, Any]) -> tuple[Any, bool]:
         """Answer from the session's cache; an equal call already running is waited for, not repeated."""
+        store = ledger.store
         key = cache_key(tool.name, args)
         while True:
             if key in store.cache:
@@ -246,7 +358,7 @@ class ToolHost:
         store.inflight[key] = future
         outcome: tuple[bool, Any] = (False, None)  # a failed call is never cached
         try:
-            result = await self._execute_with_retries(tool, args)
+            result = await self._execute_with_retries(ledger, record, tool, args)
             store.cache[key] = result
             outcome = (True, result)
             return result, False
@@ -277,26 +389,30 @@ class ToolHost:
         mine = copy.deepcopy(args)  # the hook cannot change what the tool will get
         try:
             if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(type(hook).__call__):
-                verdict = await hook(name, mine)
+                verdict = await _guarded(lambda: hook(name, mine))
             else:
-                verdict = await asyncio.get_running_loop().run_in_executor(None, hook, name, mine)
+                verdict = await asyncio.get_running_loop().run_in_executor(self.loop.pool, _invoke, hook, (name, mine))
             if inspect.isawaitable(verdict):
-                verdict = await verdict
-        except Exception as exc:  # a broken check denies rather than allows
-            return f"the permission check failed: {type(exc).__name__}: {exc}"[:500]
+                verdict = await _guarded(lambda: verdict)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a broken check denies rather than allows
+            why = exc.message if isinstance(exc, ToolError) else _describe(exc)
+            return f"the permission check failed: {why}"[:500]
         return verdict
 
-    async def _execute_with_retries(self, tool: Tool, args: dict[str, Any]) -> Any:
+    async def _execute_with_retries(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
+                                    args: dict[str, Any]) -> Any:
         """Run the tool; an idempotent tool's retryable failures are retried with backoff,
         waiting what the upstream asked for (``retry_after``) when it said."""
         policy = tool.policy
         attempts = 1 + (policy.max_retries if policy.idempotent else 0)
         for attempt in range(attempts):
             try:
-                return await self._execute(tool, args)
+                return await self._execute(ledger, record, tool, args)
             except ToolError as exc:
                 delay = exc.retry_after if exc.retry_after is not None else _BACKOFF_S * 2**attempt
-                if not exc.retryable or attempt == attempts - 1 or delay > _MAX_RETRY_WAIT_S:
+                if not exc.retryable or attempt == attempts - 1 or delay > _MAX_RETRY_WAIT_S or record.finished:
                     if attempt:
                         raise ToolError(exc.code, f"{exc.message} (after {attempt + 1} attempts)", exc.retryable,
                                         retry_after=exc.retry_after) from None
@@ -304,32 +420,59 @@ class ToolHost:
                 await asyncio.sleep(max(delay, 0.0) * (1 + random.random() * 0.1))
         raise AssertionError("unreachable")
 
-    async def _execute(self, tool: Tool, args: dict[str, Any]) -> Any:
+    async def _execute(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> Any:
         if tool.fn is None:
             raise ToolError("not_implemented", f"tool {tool.name!r} has no implementation on this host")
         if tool.policy.rate_limit_per_s:
-            limiter = self._limiters.setdefault(tool.name, _RateLimiter(tool.policy.rate_limit_per_s))
+            limiter = self._limiters.setdefault(tool.name, RateLimiter(tool.policy.rate_limit_per_s))
             await limiter.wait()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
+        timeout = self.timeout_of(tool)
         async with self._slots:
-            if tool.is_async:
-                work = tool.fn(**args)
-            else:
-                work = asyncio.get_running_loop().run_in_executor(None, functools.partial(tool.fn, **args))
+            gate = ledger.store.gate
+            await _enter(gate)
             try:
-                result = await asyncio.wait_for(work, tool.policy.timeout_s)
-            except asyncio.TimeoutError:
-                raise ToolError("timeout", f"{tool.name!r} did not answer within {tool.policy.timeout_s} s") from None
-            except ConnectionError as exc:  # a Python tool's network failure: worth retrying, like HTTP's
-                raise ToolError("upstream_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
+                if not ledger.begin(record):  # its run ended while it waited: it never runs
+                    raise ToolError("timeout", "the run ended before this call started")
+                fn = tool.fn
+                if tool.is_async:
+                    work: Any = _guarded(lambda: fn(**args))
+                else:
+                    work = asyncio.get_running_loop().run_in_executor(self.loop.pool, _invoke, fn, args)
+                try:
+                    result = await asyncio.wait_for(work, timeout)
+                except asyncio.TimeoutError:
+                    raise ToolError("timeout", f"{tool.name!r} did not answer within {timeout} s",
+                                    retryable=True) from None
+            finally:
+                gate.leave()
         return _jsonable(tool.name, result)
+
+    # -- record -----------------------------------------------------------------------------
+    def _finish(self, ledger: CallLedger, record: ToolCallRecord, run: Callable[[], tuple[Any, bool]]) -> bool:
+        """Run ``run`` and record its value, or its error mapped to a tool-call error."""
+        try:
+            result, cached = run()
+        except ToolError as exc:
+            return ledger.finish(record, error=_error(exc))
+        except BaseException as exc:  # a tool's bug is data
+            return ledger.finish(record, error=ToolCallError(code="tool_exception", message=_describe(exc)))
+        return ledger.finish(record, result=result, cached=cached)
+
+    def _closed_call(self, ledger: CallLedger, record: ToolCallRecord) -> bool:
+        return ledger.finish(record, error=ToolCallError(
+            code="tool_exception", message="the runtime closed before this call finished"))
 
     # -- large results ---------------------------------------------------------------------------
     @property
     def page_chars(self) -> int:
         """The most characters one ``read_result`` page holds (its JSON stays within about the limit)."""
         return max(1, self.max_result_chars // 2)
+
+    def _builtin(self, tool: Tool, store: CallStore, args: dict[str, Any]) -> Any:
+        """The host's own tools (read_result, search_tools, describe_tool): no user policy applies."""
+        return tool.fn(**args) if tool.fn is not None else self._read_result(store, args)
 
     def _read_result(self, store: CallStore, args: dict[str, Any]) -> dict[str, Any]:
         call_id = args["call_id"]
@@ -365,10 +508,3 @@ class ToolHost:
             "hint": f"the result is too large to return whole; page through its JSON text with "
                     f"read_result({record.id!r}, offset, limit)",
         }}
-
-
-def _jsonable(name: str, value: Any) -> Any:
-    try:
-        return to_jsonable_python(value)
-    except Exception as exc:
-        raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None

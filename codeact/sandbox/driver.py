@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ProtocolViolation, SandboxUnavailable
 from .base import Sandbox
-from .protocol import VERSION, FrameError, PeerClosed, encode
+from .protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
 
 __all__ = ["CallHandler", "KernelDriver", "OutputHandler", "RunOutcome"]
 
@@ -53,6 +53,9 @@ class _Call(_Strict):
     seq: int = Field(ge=1)
     name: str = Field(max_length=512)
     arguments: Any = None
+
+
+_CALL_KEYS = frozenset(_Call.model_fields)
 
 
 class _CodeError(BaseModel):
@@ -135,20 +138,28 @@ class KernelDriver:
             raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
-            output_limit: int, grace_s: float, on_output: OutputHandler | None = None) -> RunOutcome:
+            output_limit: int, grace_s: float, max_call_bytes: int | None = None,
+            on_output: OutputHandler | None = None) -> RunOutcome:
         """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
 
+        A call frame larger than ``max_call_bytes`` reaches ``on_call`` unparsed, its arguments a
+        :class:`RefusedArguments`. Nothing the kernel sends makes this raise: a frame the host
+        cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
         """
         run_id = uuid.uuid4().hex
         started = time.monotonic()
         self._on_output = on_output
-        outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit)
+        try:
+            outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit,
+                                max_call_bytes)
+        except (RecursionError, MemoryError) as exc:
+            outcome = self._violation(f"the host could not process a frame ({type(exc).__name__})")
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
     def _run(self, run_id: str, code: str, on_call: CallHandler, deadline: float, grace_s: float,
-             output_cap: int, output_limit: int) -> RunOutcome:
+             output_cap: int, output_limit: int, max_call_bytes: int | None) -> RunOutcome:
         chan = self.sandbox.channel
         try:
             self._send({"type": "run", "id": run_id, "code": code, "output_cap": output_cap,
@@ -172,7 +183,8 @@ class KernelDriver:
                 deadline = time.monotonic() + grace_s
                 continue
             try:
-                message = self._recv(run_id, min(remaining, timers[0][0] - now) if timers else remaining)
+                wait = min(remaining, timers[0][0] - now) if timers else remaining
+                message = self._recv(run_id, wait, max_call_bytes)
             except TimeoutError:
                 continue
             except PeerClosed:
@@ -181,13 +193,13 @@ class KernelDriver:
                 return self._violation(f"unreadable frame: {_one_line(exc)}")
             kind = message.get("type")
             if kind == "call":
-                try:
-                    call = _Call.model_validate(message)
-                except ValidationError as exc:
-                    return self._violation(f"malformed call frame: {_one_line(exc)}")
-                timer = on_call(call.seq, call.name, call.arguments, chan.last_size)
+                problem = _call_problem(message)
+                if problem is not None:
+                    return self._violation(f"malformed call frame: {problem}")
+                seq = message["seq"]
+                timer = on_call(seq, message["name"], message.get("arguments"), chan.last_size)
                 if timer is not None:
-                    heapq.heappush(timers, (timer[0], call.seq, timer[1]))
+                    heapq.heappush(timers, (timer[0], seq, timer[1]))
             elif kind == "done":
                 try:
                     done = _Done.model_validate(message)
@@ -202,14 +214,14 @@ class KernelDriver:
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}
 
-    def _recv(self, run_id: str, wait: float) -> dict[str, Any]:
+    def _recv(self, run_id: str, wait: float, max_call_bytes: int | None) -> dict[str, Any]:
         """The next frame that is not streamed output (that goes to ``on_output`` on the way);
         ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
         chan = self.sandbox.channel
         until = time.monotonic() + wait
         chan.sock.settimeout(wait)
         while True:
-            message = chan.recv()
+            message = decode_bounded(chan.recv_body(), max_call_bytes)
             if message.get("type") != "output":
                 return message
             if self._on_output is None:
@@ -253,6 +265,19 @@ class KernelDriver:
         how = f"signal {status.signal}" if status.signal else f"exit status {status.exit_code}"
         detail = f" ({status.detail})" if status.detail else ""
         return RunOutcome("killed", state_lost=True, reason=f"the sandbox process ended: {how}{detail}")
+
+
+def _call_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with a call frame, if anything: the ``_Call`` schema, with the common valid
+    case checked by hand (~0.3 µs instead of a model validation's few µs)."""
+    seq, name = message.get("seq"), message.get("name")
+    if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= 512 and message.keys() <= _CALL_KEYS:
+        return None
+    try:
+        _Call.model_validate(message)
+    except ValidationError as exc:
+        return _one_line(exc)
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

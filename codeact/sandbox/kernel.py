@@ -461,8 +461,8 @@ class Kernel:
                 continue
             try:
                 done = self.run_cell(request)
-            except KeyboardInterrupt:  # a late interrupt, after the cell had finished
-                done = self._finish(request, "<cell>", None, None)
+            except KeyboardInterrupt as exc:  # a second interrupt, in the cell's clean-up: still interrupted
+                done = self._finish(request, "<cell>", None, exc)
             try:
                 self.send(done)
             except ValueError:  # not JSON after all (e.g. NaN in a value): send it as a repr

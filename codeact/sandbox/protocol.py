@@ -11,6 +11,7 @@ Kernel → host: ``hello``, ``call``, ``done``. Host → kernel: ``setup``, ``ru
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 from typing import Any
@@ -19,6 +20,95 @@ VERSION = 1
 _HEADER = struct.Struct("!I")
 #: The largest frame either side will read unless told otherwise.
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+#: How deep a call's arguments may nest (the host refuses deeper ones as invalid arguments).
+MAX_DEPTH = 64
+#: Arrays and objects in one frame the host will parse, at least (parsed, each costs ~60 bytes).
+MIN_CONTAINER_BUDGET = 100_000
+#: The head of every call frame the kernel writes (``encode`` keeps the client's key order), so
+#: the host can refuse oversized arguments by the frame's size without parsing them.
+_CALL_HEAD = re.compile(rb'\{"type":"call","seq":(\d{1,18}),"name":("[^"\\]{0,600}"),"arguments":')
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+class RefusedArguments:
+    """A call's arguments the host refused while decoding the frame (too large, or too deep)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = reason
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether lists/dicts nest more than ``limit`` levels in ``value`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def _nests_deeper(body: bytes, limit: int) -> bool:
+    """Whether the JSON text ``body`` nests arrays/objects more than ``limit`` levels: strings cut
+    out, everything but brackets dropped, then one level of empty pairs removed per pass (all in C;
+    a Python walk over a large parsed value takes a good part of a second)."""
+    brackets = _STRING.sub(b"", body).translate(None, _NOT_BRACKET)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = _EMPTY_PAIR.sub(b"", brackets)
+    return bool(brackets)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, Any]:
+    """Decode one frame the sandbox sent, bounding what parsing it can cost the host.
+
+    A call frame longer than ``max_call_bytes`` (plus room for its envelope) is not parsed: its
+    arguments come back as :class:`RefusedArguments`. Arguments nesting deeper than
+    :data:`MAX_DEPTH` come back the same way. Raises FrameError for frames that are not JSON
+    (NaN and Infinity included), nest past what the parser can take, or hold more arrays and
+    objects than the budget (which would blow up in memory when parsed).
+    """
+    if max_call_bytes is not None and len(body) > max_call_bytes + 1024:
+        head = _CALL_HEAD.match(body)
+        if head is not None:
+            return {"type": "call", "seq": int(head[1]), "name": json.loads(head[2]),
+                    "arguments": RefusedArguments()}
+    containers = body.count(b"[") + body.count(b"{")
+    budget = max(MIN_CONTAINER_BUDGET, (max_call_bytes or 0) // 2)
+    if containers > budget:
+        stripped = _STRING.sub(b"", body)  # brackets inside strings cost nothing to parse
+        if stripped.count(b"[") + stripped.count(b"{") > budget:
+            raise FrameError(f"frame holds more than {budget} arrays and objects")
+    try:
+        message = _DECODER.decode(body.decode("utf-8"))
+    except RecursionError:
+        raise FrameError("frame nests too deep to parse") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FrameError(f"frame is not valid JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise FrameError("frame is not an object with a string 'type'")
+    # The frame's own object and the arguments object are two levels; MAX_DEPTH more may follow.
+    if containers > MAX_DEPTH and message["type"] == "call" and _nests_deeper(body, MAX_DEPTH + 2):
+        message["arguments"] = RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
+    return message
 
 
 class FrameError(Exception):
@@ -57,8 +147,8 @@ class FrameSocket:
                 raise PeerClosed("the peer closed the channel")
             self._buf += chunk
 
-    def recv(self) -> dict[str, Any]:
-        """Read one frame; raise FrameError on oversize or garbage, PeerClosed on EOF."""
+    def recv_body(self) -> bytes:
+        """Read one frame's body, unparsed; raise FrameError on oversize, PeerClosed on EOF."""
         self._fill(_HEADER.size)
         (size,) = _HEADER.unpack_from(self._buf)
         if size > self.max_frame:
@@ -67,6 +157,11 @@ class FrameSocket:
         self.last_size = size
         body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
         del self._buf[: _HEADER.size + size]
+        return body
+
+    def recv(self) -> dict[str, Any]:
+        """Read one frame; raise FrameError on oversize or garbage, PeerClosed on EOF."""
+        body = self.recv_body()
         try:
             message = json.loads(body)
         except (UnicodeDecodeError, ValueError) as exc:

@@ -1,0 +1,144 @@
+"""The tool host's small parts: how a tool is invoked (whatever it raises becomes a ToolError),
+how a call waits for its session's share of the pool, and how refusals and errors are shaped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ..errors import ToolError
+from ..results import ToolCallError, ToolCallRecord
+from ..sandbox.protocol import MAX_DEPTH, RefusedArguments, too_deep
+from ._admission import SessionGate
+from .toolset import Tool
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    try:
+        return to_jsonable_python(value)
+    except Exception as exc:
+        raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
+
+
+class _Refusal:
+    """A call refused at the front: its record (None when not even recorded) and its reply."""
+
+    __slots__ = ("payload", "record")
+
+    def __init__(self, record: ToolCallRecord | None, payload: dict[str, Any]) -> None:
+        self.record = record
+        self.payload = payload
+
+
+class _Once:
+    """Whichever of a plain call's end and its expiry claims it first releases its slot."""
+
+    __slots__ = ("_claimed", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+
+def _refusal(code: str, message: str, retryable: bool = False) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message, "retryable": retryable}}
+
+
+def _error(exc: ToolError) -> ToolCallError:
+    return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except BaseException:  # a hostile __str__
+        text = type(exc).__name__
+    return text[:2000]
+
+
+def _max_calls_error(tool: Tool) -> ToolError:
+    return ToolError("permission_denied",
+                     f"{tool.name!r} may be called at most {tool.policy.max_calls} times per execution")
+
+
+def _invoke(fn: Callable[..., Any], args: Any) -> Any:
+    """Call a sync tool (keyword arguments from a dict, else positional); whatever it raises
+    comes out as a ToolError, so no BaseException ever reaches a pool thread or the loop."""
+    try:
+        return fn(**args) if isinstance(args, dict) else fn(*args)
+    except ToolError:
+        raise
+    except ConnectionError as exc:  # a Python tool's network failure: worth retrying, like HTTP's
+        raise ToolError("upstream_error", _describe(exc)) from None
+    except BaseException as exc:  # even sys.exit(): data, not a host crash
+        raise ToolError("tool_exception", _describe(exc)) from None
+
+
+async def _guarded(start: Callable[[], Any]) -> Any:
+    """Await an async tool (``start()`` makes its awaitable), mapping what it raises like :func:`_invoke`.
+    A ``CancelledError`` is passed on only when this task is really being cancelled."""
+    try:
+        return await start()
+    except ToolError:
+        raise
+    except ConnectionError as exc:
+        raise ToolError("upstream_error", _describe(exc)) from None
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise ToolError("tool_exception", _describe(exc)) from None
+    except BaseException as exc:
+        raise ToolError("tool_exception", _describe(exc)) from None
+
+
+async def _enter(gate: SessionGate) -> None:
+    """Wait for a slot in the session's share of the pool (given back by the caller)."""
+    loop = asyncio.get_running_loop()
+    granted: asyncio.Future[None] = loop.create_future()
+
+    def grant() -> None:
+        if granted.cancelled():
+            gate.leave()
+        else:
+            granted.set_result(None)
+
+    def start() -> None:
+        try:
+            loop.call_soon_threadsafe(grant)
+        except RuntimeError:  # the loop closed meanwhile
+            gate.leave()
+
+    gate.enter(start)
+    try:
+        await granted
+    except asyncio.CancelledError:
+        if granted.done() and not granted.cancelled():
+            gate.leave()
+        raise
+
+
+def _measure(arguments: Any) -> tuple[int, RefusedArguments | None]:
+    """The JSON size of arguments given as Python objects, and why they are refused, if they are."""
+    if too_deep(arguments, MAX_DEPTH):
+        return 0, RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
+    try:
+        return len(json.dumps(arguments, ensure_ascii=False, allow_nan=False, default=_no_json)), None
+    except (TypeError, ValueError, RecursionError) as exc:
+        return 0, RefusedArguments(f"arguments are not JSON: {exc}"[:300])
+
+
+def _no_json(value: Any) -> Any:
+    raise TypeError(f"a {type(value).__name__} is not JSON")
