@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..results import ExecutionResult, ToolCallError, ToolCallRecord
-from .ledger import CallLedger
+from .ledger import CallLedger, CallStore
 
 if TYPE_CHECKING:
     from ..sandbox.driver import KernelDriver
@@ -122,8 +122,8 @@ class _Sink:
     def finished_call(self, record: ToolCallRecord) -> None:
         self.queue.put(CallFinished.of(record, self.now()))
 
-    def ledger(self, cache: dict[str, Any]) -> CallLedger:
-        return ObservedLedger(cache, self.started_call, self.finished_call)
+    def ledger(self, store: CallStore) -> CallLedger:
+        return ObservedLedger(store, self.started_call, self.finished_call)
 
     def cancel(self) -> None:
         """Stop the run: interrupt the code (the run then ends as usual, with its result)."""
@@ -167,7 +167,7 @@ class ObservedLedger(CallLedger):
     call's start is always reported before its end. ``on_finish`` may run on any thread.
     """
 
-    def __init__(self, cache: dict[str, Any] | None, on_open: Callable[[ToolCallRecord], None],
+    def __init__(self, cache: CallStore | dict[str, Any] | None, on_open: Callable[[ToolCallRecord], None],
                  on_finish: Callable[[ToolCallRecord], None], prefix: str = "call") -> None:
         super().__init__(cache, prefix)
         self._on_open, self._on_finish = on_open, on_finish

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ToolArgumentsError, ToolError
+from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
@@ -239,6 +239,8 @@ class ToolHost:
                 args = self._convert(tool, self._validate(tool, arguments))
             except ToolArgumentsError as exc:
                 error = ToolError("invalid_arguments", "; ".join(exc.problems))
+            except ToolDefinitionError as exc:  # the tool's own schema is broken: not the caller's fault
+                error = ToolError("tool_exception", str(exc))
             except ValueError as exc:
                 error = ToolError("invalid_arguments", str(exc))
         if error is not None:
