@@ -16,9 +16,12 @@ from .errors import (
     CodeactError,
     ModelError,
     ProtocolViolation,
+    RestoreDiverged,
     SandboxError,
     SandboxUnavailable,
     SessionClosed,
+    SnapshotError,
+    SnapshotInvalid,
     ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
@@ -33,6 +36,7 @@ from .results import (
 )
 from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
+from .runtime.snapshot import Snapshot
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs
@@ -53,12 +57,16 @@ __all__ = [
     "HttpParam",
     "ModelError",
     "ProtocolViolation",
+    "RestoreDiverged",
     "Runtime",
     "SandboxConfig",
     "SandboxError",
     "SandboxUnavailable",
     "Session",
     "SessionClosed",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotInvalid",
     "Tool",
     "ToolArgumentsError",
     "ToolCallError",

@@ -10,6 +10,9 @@
     │   ├── SandboxUnavailable               no engine / no image / cannot start; one-line reason
     │   └── ProtocolViolation                the sandbox sent a frame out of protocol
     ├── SessionClosed                        the session was used after close()
+    ├── SnapshotError                        a snapshot cannot be taken or restored (inexact cell, too large)
+    │   ├── SnapshotInvalid (ValueError)     a snapshot file is modified, foreign, corrupt or of another version
+    │   └── RestoreDiverged                  replay asked for another call / ended otherwise than recorded
     └── ModelError                           a model provider failed (HTTP status, bad response)
 
 An exception raised by the model's code is *data* in an ``ExecutionResult``, never one of these.
@@ -26,9 +29,12 @@ __all__ = [
     "ErrorCode",
     "ModelError",
     "ProtocolViolation",
+    "RestoreDiverged",
     "SandboxError",
     "SandboxUnavailable",
     "SessionClosed",
+    "SnapshotError",
+    "SnapshotInvalid",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolError",
@@ -106,6 +112,24 @@ class ProtocolViolation(SandboxError):
 
 class SessionClosed(CodeactError):
     """A session (or runtime) was used after it was closed."""
+
+
+class SnapshotError(CodeactError):
+    """A session snapshot cannot be taken or restored; the message says why and what to do."""
+
+
+class SnapshotInvalid(SnapshotError, ValueError):
+    """A snapshot file was refused before anything of it was used (modified, foreign key, corrupt)."""
+
+
+class RestoreDiverged(SnapshotError):
+    """Replaying a cell did not go as recorded; ``cell`` is its 1-based position, ``call`` the
+    1-based position of the first differing tool call in it (None when the outcome differed)."""
+
+    def __init__(self, message: str, *, cell: int, call: int | None = None) -> None:
+        self.cell = cell
+        self.call = call
+        super().__init__(message)
 
 
 class ModelError(CodeactError):

@@ -10,7 +10,8 @@ import codeact
 PUBLIC = [
     "Budget", "CodeActAgent", "CodeError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
-    "Runtime", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed", "Tool",
+    "RestoreDiverged", "Runtime", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed",
+    "Snapshot", "SnapshotError", "SnapshotInvalid", "Tool",
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",

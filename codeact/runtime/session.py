@@ -14,15 +14,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from ..errors import SessionClosed
+from ..errors import SessionClosed, SnapshotError
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
+from . import _lifecycle
 from ._loop import LoopThread
 from .ledger import CallLedger
+from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
 from .toolhost import CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
 
@@ -38,7 +40,8 @@ class Runtime:
     def __init__(self, tools: Toolset | Iterable[Any] | None = None, sandbox: SandboxConfig | None = None,
                  *, permission: PermissionHook | None = None, ask: PermissionHook | None = None,
                  max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
-                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32) -> None:
+                 max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32,
+                 suspend_idle_s: float | None = None) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
@@ -53,6 +56,8 @@ class Runtime:
         self.closed = False
         if self.config.pool_size:
             self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs)
+        #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
+        self.suspender = _lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s else None
 
     @property
     def prompt_view(self) -> str:
@@ -87,10 +92,35 @@ class Runtime:
         return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress,
                         isolation=isolation)  # type: ignore[arg-type]
 
+    def restore(self, snapshot: Snapshot, *, config: SandboxConfig | None = None,
+                workspace: str | Path | None = None, inputs: Mapping[str, str | Path] | None = None,
+                lazy: bool = False) -> Session:
+        """A new session with ``snapshot``'s state: a fresh sandbox whose namespace is rebuilt by
+        replaying the cells, every tool call answered from the records (no tool runs), then the
+        saved files laid over the workspace. ``lazy`` defers that to the first run (whose result
+        then says ``restored``). Raises RestoreDiverged when a cell does not replay as recorded."""
+        if snapshot.toolset_fingerprint != toolset_fingerprint(self.host.specs):
+            raise SnapshotError("the snapshot was taken with other tools (names or input schemas differ); "
+                                "restore it in a runtime with the same tools")
+        session = self.session(workspace=workspace, inputs=inputs, config=config or snapshot.config)
+        session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
+        session.skipped = list(snapshot.skipped)
+        session._resume = _lifecycle.Resume(files=list(snapshot.files))
+        if not lazy:
+            try:
+                session.start()
+            except BaseException:
+                session.close()
+                raise
+            session._restored = False
+        return session
+
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        if self.suspender is not None:
+            self.suspender.close()
         for session in list(self._sessions):
             session.close()
         if self._pool is not None:
@@ -135,8 +165,16 @@ class Session:
         self.state: Literal["open", "closed"] = "open"
         self.cache: dict[str, Any] = {}
         self.history: list[ExecutionResult] = []
+        #: The runs that built the namespace, with full call records: what snapshots replay.
+        self.cells: list[CellRecord] = []
+        #: Cells left out of this session's state because they could not be replayed exactly.
+        self.skipped: list[SkippedCell] = []
+        self.last_used = time.monotonic()
         self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
+        self._host: ToolHost | None = None  # set while replaying: answers calls from the records
+        self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
+        self._restored = False  # the next result says restored
 
     @property
     def workspace(self) -> Path:
@@ -146,6 +184,10 @@ class Session:
     def _ensure(self) -> KernelDriver:
         if self.state == "closed":
             raise SessionClosed("the session is closed")
+        if self._resume is not None:
+            _lifecycle.rebuild(self)
+            assert self._driver is not None
+            return self._driver
         if self._driver is None or self._driver.dead:
             self._discard()
             self._driver = self.runtime._open_kernel(self.config, self.user_workspace, self.inputs)
@@ -162,29 +204,53 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         with self._lock:
-            driver = self._ensure()
-            ledger = CallLedger(self.cache)
-            started_ns = time.time_ns()
-
-            on_call = self._call_handler(driver, ledger)
-
-            timeout = timeout_s or self.config.timeout_s
-            outcome = driver.run(code, on_call, timeout,
-                                 output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                                 grace_s=self.config.grace_s)
-            result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
-            result.files = _written_files(driver.sandbox.workspace, started_ns)
-            if outcome.state_lost:
-                self._discard()
-            self.history.append(result)
+            self.last_used = time.monotonic()
+            note = None
+            if self._resume is not None:
+                try:
+                    self._ensure()
+                except SnapshotError as exc:
+                    _lifecycle.forget_state(self)
+                    note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
+            restored, self._restored = self._restored, False
+            result = self._run_cell(code, timeout_s)
+            result.restored = restored
+            if note is not None:
+                result.reason = note if result.reason is None else f"{result.reason}; {note}"
+            self.last_used = time.monotonic()
             return result
+
+    def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True) -> ExecutionResult:
+        """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
+        driver = self._ensure()
+        ledger = CallLedger(self.cache)
+        started_ns = time.time_ns()
+
+        on_call = self._call_handler(driver, ledger)
+
+        timeout = timeout_s or self.config.timeout_s
+        outcome = driver.run(code, on_call, timeout,
+                             output_cap=self.config.output_cap, output_limit=self.config.output_limit,
+                             grace_s=self.config.grace_s)
+        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
+        result.files = _written_files(driver.sandbox.workspace, started_ns)
+        if outcome.state_lost:
+            self._discard()
+        if log:
+            self.history.append(result)
+            index = self.cells[-1].index + 1 if self.cells else 1
+            self.cells.append(CellRecord.of(index, code, result, ledger.final_records()))
+            if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
+                self.cells[-1].in_state = False
+                self._resume = _lifecycle.Resume(files=None)
+        return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
         """Bound what the sandbox can make the host keep: calls per run and argument size."""
-        host, rt = self.runtime.host, self.runtime
+        host, rt = self._host or self.runtime.host, self.runtime
         seen = itertools.count(1)
 
         def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
@@ -203,6 +269,39 @@ class Session:
             return host.dispatch(ledger, name, arguments, lambda payload: driver.reply(seq, payload))
 
         return on_call
+
+    def snapshot(self, *, allow_inexact: bool = False,
+                 max_workspace_bytes: int = _lifecycle.MAX_WORKSPACE_BYTES) -> Snapshot:
+        """The session's state as a :class:`Snapshot` (cells, call records, workspace files).
+        A cell that cannot be replayed exactly (cut by a timeout, or its sandbox died) makes this
+        raise SnapshotError naming it, unless ``allow_inexact``: then it is left out and listed."""
+        with self._lock:
+            if self.state == "closed":
+                raise SessionClosed("the session is closed")
+            return _lifecycle.take_snapshot(self, allow_inexact, max_workspace_bytes)
+
+    def fork(self, n: int = 1) -> list[Session]:
+        """``n`` independent sessions with this one's current state (each in a fresh sandbox,
+        rebuilt by replay); tool calls made after the fork are real and separate per session."""
+        if n < 1:
+            raise ValueError(f"fork needs n >= 1, got {n}")
+        snap = self.snapshot()
+        return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
+
+    def suspend(self) -> bool:
+        """Stop the sandbox now and rebuild it at the next run; False (nothing changes) if the
+        session is busy, not started, or its state cannot be rebuilt exactly."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return _lifecycle.suspend(self)
+        finally:
+            self._lock.release()
+
+    @property
+    def suspended(self) -> bool:
+        """No sandbox now; the next run rebuilds the state by replay."""
+        return self._resume is not None and self._driver is None
 
     def _discard(self) -> None:
         driver, self._driver = self._driver, None

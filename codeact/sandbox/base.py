@@ -38,11 +38,16 @@ class SandboxConfig(BaseModel):
     pip: tuple[str, ...] = Field((), description="packages baked into the built image")
     pool_size: int = Field(0, ge=0, description="warm, never-used sandboxes kept ready (docker)")
     uid: int = Field(1000, description="uid (and gid) the code runs as in the container")
+    recover: bool = Field(False, description="after a run that lost the state, rebuild it (by replay) for the next")
+    preload: tuple[str, ...] = Field((), description="modules every new kernel imports before its first run")
 
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:
         if self.backend == "docker" and self.policy == "restricted":
             raise ValueError("policy='restricted' is for the local backend; in Docker the container is the boundary")
+        bad = [m for m in self.preload if not all(part.isidentifier() for part in m.split("."))]
+        if bad:
+            raise ValueError(f"preload takes module names like 'pandas' or 'os.path', not {bad[0]!r}")
         return self
 
     def effective_policy(self) -> Literal["none", "restricted"]:

@@ -6,6 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import SandboxUnavailable
 from . import create_sandbox
@@ -25,10 +26,30 @@ def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None
         sandbox.start()
         driver = KernelDriver(sandbox)
         driver.handshake(stubs)
+        if config.preload:
+            _preload(driver, config)
     except BaseException:
         sandbox.close()
         raise
     return driver
+
+
+def _preload(driver: KernelDriver, config: SandboxConfig) -> None:
+    """Import ``config.preload`` in the kernel (into ``sys.modules``; nothing is bound in the
+    namespace), so the first run that imports them does not pay for it. No tool may be called."""
+    code = f"for __m in {list(config.preload)!r}:\n    __import__(__m)\ndel __m\n"
+
+    def refuse(seq: int, name: str, arguments: Any, size: int) -> None:
+        driver.reply(seq, {"ok": False, "error": {"code": "permission_denied", "retryable": False,
+                                                  "message": "no tool calls while preloading"}})
+
+    outcome = driver.run(code, refuse, max(config.timeout_s, 60.0), output_cap=config.output_cap,
+                         output_limit=config.output_limit, grace_s=config.grace_s)
+    done = outcome.done
+    if done is None or done.termination != "completed" or done.error is not None:
+        why = f"{done.error.type}: {done.error.message}" if done is not None and done.error else \
+            outcome.reason or outcome.termination
+        raise SandboxUnavailable(f"preloading {', '.join(config.preload)} failed in the sandbox: {why}"[:500])
 
 
 class SandboxPool:
