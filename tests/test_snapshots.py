@@ -284,7 +284,7 @@ def test_without_recover_a_lost_cell_refuses_snapshots(rt: Runtime) -> None:
     with rt.session() as s:
         s.run("x = 1")
         s.run("import os\nos._exit(3)")
-        with pytest.raises(SnapshotError, match="cell 2 .* cannot be replayed exactly: the sandbox process ended"):
+        with pytest.raises(SnapshotError, match=r"cell 2 .* cannot be replayed exactly: the sandbox process ended"):
             s.snapshot()
         assert not s.run("'x' in globals()").value
 
@@ -301,7 +301,7 @@ def test_preload_imports_before_hand_out(backend: str) -> None:
     from codeact import SandboxUnavailable
 
     with Runtime([], base.model_copy(update={"preload": ("no_such_module_here",)})) as runtime, \
-            pytest.raises(SandboxUnavailable, match="preloading no_such_module_here failed.*ModuleNotFoundError"):
+            pytest.raises(SandboxUnavailable, match=r"preloading no_such_module_here failed.*ModuleNotFoundError"):
         runtime.run("1")
     with pytest.raises(ValueError, match="preload takes module names"):
         SandboxConfig(preload=("os; rm",))
