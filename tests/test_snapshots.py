@@ -341,3 +341,31 @@ def test_laying_files_never_follows_a_planted_symlink(tmp_path: Path) -> None:
     assert "link" not in {f.path for f in collect_files(root, 10_000)}
     with pytest.raises(SnapshotError, match="escaping"):
         lay_files(root, [SnapshotFile(path="../x", data="")], keep=set(), uid=None)
+
+
+def test_cli_exec_session_file_continues_across_invocations(backend: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    session_file = tmp_path / "s.snap"
+
+    def exec_(code: str) -> dict[str, object]:
+        proc = subprocess.run([sys.executable, "-m", "codeact.cli", "exec", "-", "--backend", backend, "--json",
+                               "--tools", "examples/weather_tools.py", "--session", str(session_file)],
+                              input=code, capture_output=True, text=True, timeout=120, env=env, cwd=root)
+        assert proc.returncode in (0, 1), proc.stderr
+        result: dict[str, object] = json.loads(proc.stdout)
+        return result
+
+    assert exec_("w = get_weather('Pittsburgh')\ndef city():\n    return w['city']")["ok"]
+    second = exec_("n = len(city())\n(city(), n)")
+    assert second["value"] == ["Pittsburgh", 10] and second["calls"] == []
+    assert exec_("n * 2")["value"] == 20
+    session_file.write_text(session_file.read_text().replace('"mac": "', '"mac": "0'))
+    proc = subprocess.run([sys.executable, "-m", "codeact.cli", "exec", "-", "--backend", backend,
+                           "--session", str(session_file)], input="1", capture_output=True, text=True,
+                          timeout=120, env=env, cwd=root)
+    assert proc.returncode == 2 and "modified after it was saved" in proc.stderr

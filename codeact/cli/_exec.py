@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import SandboxUnavailable, ToolDefinitionError
+from ..errors import SandboxUnavailable, SnapshotError, ToolDefinitionError
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
@@ -71,6 +71,8 @@ def exec_command(
     timeout: Annotated[float, typer.Option(help="seconds for the whole run")] = 30.0,
     memory: Annotated[int, typer.Option(help="memory limit in MB")] = 512,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one ExecutionResult JSON")] = False,
+    session_file: Annotated[Path | None, typer.Option(
+        "--session", help="snapshot file: restore the session from it first (if it exists), save it after")] = None,
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions."""
     from ..runtime.session import Runtime
@@ -82,15 +84,33 @@ def exec_command(
     config = SandboxConfig(backend=backend, timeout_s=timeout, memory_mb=memory)  # type: ignore[arg-type]
     try:
         with Runtime(toolset, config) as runtime:
-            result: ExecutionResult = runtime.run(code)
+            if session_file is None:
+                result: ExecutionResult = runtime.run(code)
+            else:
+                result = _run_in_saved_session(runtime, code, session_file, config)
     except SandboxUnavailable as exc:
         typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
         raise typer.Exit(3) from None
+    except SnapshotError as exc:
+        typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
+        raise typer.Exit(2) from None
     if as_json:
         sys.stdout.write(result.model_dump_json() + "\n")
     else:
         print_result(result)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _run_in_saved_session(runtime: Any, code: str, path: Path, config: SandboxConfig) -> ExecutionResult:
+    """Restore the session saved in ``path`` (a fresh one if there is no file), run, save it back
+    (a cell that cannot be replayed exactly is left out of the saved state)."""
+    from ..runtime.snapshot import Snapshot
+
+    session = runtime.restore(Snapshot.load(path), config=config) if path.exists() else runtime.session()
+    with session:
+        result: ExecutionResult = session.run(code)
+        session.snapshot(allow_inexact=True).save(path)
+    return result
 
 
 def stubs_command(json_file: Annotated[Path, typer.Argument(help="JSON list of tool definitions")]) -> None:

@@ -150,7 +150,7 @@ def replay(session: Session, cells: list[CellRecord]) -> None:
     try:
         for cell in cells:
             responder.begin(cell)
-            result = session._run_cell(cell.code, None, log=False)
+            result = session._run_cell(cell.code, cell.timeout_s, log=False)
             responder.finish(result)
     finally:
         session._host = None

@@ -239,7 +239,7 @@ class Session:
         if log:
             self.history.append(result)
             index = self.cells[-1].index + 1 if self.cells else 1
-            self.cells.append(CellRecord.of(index, code, result, ledger.final_records()))
+            self.cells.append(CellRecord.of(index, code, result, ledger.final_records(), timeout_s))
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
                 self._resume = _lifecycle.Resume(files=None)

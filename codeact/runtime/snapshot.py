@@ -59,11 +59,14 @@ class CellRecord(BaseModel):
     reason: str | None = None
     calls: list[ToolCallRecord] = Field(default_factory=list)
     duration_ms: float = 0.0
+    #: The run's own time limit, when it was given one (replay uses the same).
+    timeout_s: float | None = None
     #: False once the cell's effects are no longer in the namespace (recovery left it out).
     in_state: bool = True
 
     @classmethod
-    def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord]) -> CellRecord:
+    def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
+           timeout_s: float | None = None) -> CellRecord:
         """The record of a run, from its result and the ledger's full (unbounded) call records."""
         status: Literal["completed", "raised", "inexact"] = "completed"
         reason = None
@@ -73,7 +76,8 @@ class CellRecord(BaseModel):
             status = "raised"
         return cls(index=index, code=code, status=status, reason=reason, calls=records,
                    error_type=result.error.type if result.error else None,
-                   error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms)
+                   error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
+                   timeout_s=timeout_s)
 
 
 class SkippedCell(BaseModel):
