@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from . import _report, cpu, fresh, idle, memory, parallel, throughput, toolcall, warm
+from . import _report, cpu, fresh, idle, memory, parallel, sessions, throughput, toolcall, warm
 from ._common import Context, Row, make_configs, na
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +45,7 @@ MEASURES = [
     Measure("parallel", parallel, 45),
     Measure("throughput", throughput, 20),
     Measure("fresh", fresh, 40),
+    Measure("sessions", sessions, 60),
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
 ]
