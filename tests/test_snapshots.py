@@ -369,3 +369,37 @@ def test_cli_exec_session_file_continues_across_invocations(backend: str, tmp_pa
                            "--session", str(session_file)], input="1", capture_output=True, text=True,
                           timeout=120, env=env, cwd=root)
     assert proc.returncode == 2 and "modified after it was saved" in proc.stderr
+
+
+def test_cacheable_answers_survive_a_restore(backend: str) -> None:
+    hits: list[str] = []
+
+    @tool(cacheable=True)
+    def lookup(key: str) -> str:
+        """Read-only lookup.
+
+        Args:
+            key: Key.
+        """
+        hits.append(key)
+        return key.upper()
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime([lookup], config) as runtime:
+        with runtime.session() as s:
+            s.run("a = lookup('x')")
+            snap = s.snapshot()
+        with runtime.restore(snap) as restored:
+            again = restored.run("lookup('x')")
+            assert again.value == "X" and again.calls[0].cached and hits == ["x"]
+
+
+def test_recover_that_cannot_replay_says_so_and_starts_empty(backend: str, counter: Counter) -> None:
+    config = SandboxConfig(backend=backend, timeout_s=10, policy="none", recover=True)  # type: ignore[arg-type]
+    with Runtime(make_tools(counter), config) as runtime, runtime.session() as s:
+        s.run("import random\nx = fetch_item(random.randrange(10**9) + 10)")
+        assert s.run("import os\nos._exit(3)").state_lost
+        after = s.run("'x' in globals()")
+        assert after.value is False and not after.restored
+        assert after.reason is not None and "could not be rebuilt" in after.reason and "cell 1 diverged" in after.reason
+        assert s.snapshot().cells[-1].code == "'x' in globals()" and len(s.snapshot().cells) == 1

@@ -93,6 +93,7 @@ def rebuild(session: Session) -> None:
         workspace = driver.sandbox.workspace
         keep = set(list_files(workspace))
         replay(session, cells)
+        _refill_cache(session, cells)
         if pending.files is not None:
             uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
             lay_files(workspace, pending.files, keep=keep, uid=uid)
@@ -103,6 +104,23 @@ def rebuild(session: Session) -> None:
         session._resume = pending
         raise
     session._restored = True
+
+
+def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
+    """Put the answers of cacheable tools back in the session's cache, as the original run left it."""
+    from .ledger import CallStore, cache_key
+
+    store = CallStore.of(session.cache)
+    for cell in cells:
+        for record in cell.calls:
+            tool = session.runtime.toolset.get(record.name)
+            if tool is None or not tool.policy.cacheable or not record.ok:
+                continue
+            try:
+                args = tool.spec.validate_arguments(record.arguments)
+            except ValueError:
+                continue
+            store.cache.setdefault(cache_key(record.name, args), record.result)
 
 
 def forget_state(session: Session) -> None:
@@ -153,7 +171,11 @@ class IdleSuspender:
         import time
 
         now = time.monotonic()
-        for session in list(runtime._sessions):
+        try:
+            sessions = list(runtime._sessions)
+        except RuntimeError:  # a session was added meanwhile: look again at the next sweep
+            return
+        for session in sessions:
             if session._driver is not None and now - session.last_used >= self.idle_s and session.suspend():
                 self.suspended += 1
 
