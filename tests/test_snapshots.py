@@ -403,3 +403,11 @@ def test_recover_that_cannot_replay_says_so_and_starts_empty(backend: str, count
         assert after.value is False and not after.restored
         assert after.reason is not None and "could not be rebuilt" in after.reason and "cell 1 diverged" in after.reason
         assert s.snapshot().cells[-1].code == "'x' in globals()" and len(s.snapshot().cells) == 1
+
+
+def test_a_seeded_session_replays_random_dependent_cells(backend: str, counter: Counter) -> None:
+    config = SandboxConfig(backend=backend, timeout_s=10, policy="none", seed=7)  # type: ignore[arg-type]
+    with Runtime(make_tools(counter), config) as runtime, runtime.session() as s:
+        s.run("import random\nn = random.randrange(10**6) + 10\nx = fetch_item(n)")
+        with runtime.restore(s.snapshot()) as restored:
+            assert restored.run("(n, x)").value == s.run("(n, x)").value

@@ -40,6 +40,8 @@ class SandboxConfig(BaseModel):
     uid: int = Field(1000, description="uid (and gid) the code runs as in the container")
     recover: bool = Field(False, description="after a run that lost the state, rebuild it (by replay) for the next")
     preload: tuple[str, ...] = Field((), description="modules every new kernel imports before its first run")
+    seed: int | None = Field(None, description="seed `random` in every new kernel, so a session that uses it "
+                             "can be replayed (snapshot/restore/fork/recover)")
 
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:

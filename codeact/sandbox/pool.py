@@ -26,7 +26,7 @@ def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None
         sandbox.start()
         driver = KernelDriver(sandbox)
         driver.handshake(stubs)
-        if config.preload:
+        if config.preload or config.seed is not None:
             _preload(driver, config)
     except BaseException:
         sandbox.close()
@@ -36,8 +36,11 @@ def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None
 
 def _preload(driver: KernelDriver, config: SandboxConfig) -> None:
     """Import ``config.preload`` in the kernel (into ``sys.modules``; nothing is bound in the
-    namespace), so the first run that imports them does not pay for it. No tool may be called."""
-    code = f"for __m in {list(config.preload)!r}:\n    __import__(__m)\ndel __m\n"
+    namespace), so the first run that imports them does not pay for it; seed ``random`` with
+    ``config.seed``. No tool may be called."""
+    code = "".join(f"__import__({name!r})\n" for name in config.preload)
+    if config.seed is not None:
+        code += f"__import__('random').seed({int(config.seed)})\n"
 
     def refuse(seq: int, name: str, arguments: Any, size: int) -> None:
         driver.reply(seq, {"ok": False, "error": {"code": "permission_denied", "retryable": False,
@@ -49,7 +52,8 @@ def _preload(driver: KernelDriver, config: SandboxConfig) -> None:
     if done is None or done.termination != "completed" or done.error is not None:
         why = f"{done.error.type}: {done.error.message}" if done is not None and done.error else \
             outcome.reason or outcome.termination
-        raise SandboxUnavailable(f"preloading {', '.join(config.preload)} failed in the sandbox: {why}"[:500])
+        what = ", ".join(config.preload) or "the random seed"
+        raise SandboxUnavailable(f"preloading {what} failed in the sandbox: {why}"[:500])
 
 
 class SandboxPool:
