@@ -113,6 +113,7 @@ class Runtime:
                 session.close()
                 raise
             session._restored = False
+        session.last_used = time.monotonic()
         return session
 
     def close(self) -> None:
@@ -165,7 +166,8 @@ class Session:
         self.state: Literal["open", "closed"] = "open"
         self.cache: dict[str, Any] = {}
         self.history: list[ExecutionResult] = []
-        #: The runs that built the namespace, with full call records: what snapshots replay.
+        #: The runs that built the namespace, with full call records: what snapshots replay
+        #: (kept for the session's life, like the ledger's large results).
         self.cells: list[CellRecord] = []
         #: Cells left out of this session's state because they could not be replayed exactly.
         self.skipped: list[SkippedCell] = []
@@ -281,8 +283,8 @@ class Session:
             return _lifecycle.take_snapshot(self, allow_inexact, max_workspace_bytes)
 
     def fork(self, n: int = 1) -> list[Session]:
-        """``n`` independent sessions with this one's current state (each in a fresh sandbox,
-        rebuilt by replay); tool calls made after the fork are real and separate per session."""
+        """``n`` independent sessions with this one's current state (each in a fresh sandbox and
+        workspace, rebuilt by replay); tool calls made after the fork are real and separate."""
         if n < 1:
             raise ValueError(f"fork needs n >= 1, got {n}")
         snap = self.snapshot()
