@@ -412,3 +412,25 @@ def test_a_seeded_session_replays_random_dependent_cells(backend: str, counter: 
         s.run("import random\nn = random.randrange(10**6) + 10\nx = fetch_item(n)")
         with runtime.restore(s.snapshot()) as restored:
             assert restored.run("(n, x)").value == s.run("(n, x)").value
+
+
+def test_load_caps_the_file_and_the_inflated_payload(rt: Runtime, key: bytes, tmp_path: Path) -> None:
+    with rt.session() as s:
+        s.run("x = '" + "a" * 100_000 + "'")  # compresses well: the file is small, the payload is not
+        path = s.snapshot().save(tmp_path / "s.snap", key=key)
+    size = path.stat().st_size
+    with pytest.raises(SnapshotInvalid, match=f"{size} bytes is over the snapshot limit of {size - 1}"):
+        Snapshot.load(path, key=key, max_bytes=size - 1)
+    with pytest.raises(SnapshotInvalid, match=f"inflates past the snapshot limit of {size + 10}"):
+        Snapshot.load(path, key=key, max_bytes=size + 10)
+    assert Snapshot.load(path, key=key, max_bytes=1_000_000).cells[0].code.startswith("x = ")
+
+
+def test_collecting_files_caps_their_number(tmp_path: Path) -> None:
+    from codeact.runtime._workspace import collect_files
+
+    for i in range(4):
+        (tmp_path / f"f{i}").write_text("x")
+    with pytest.raises(SnapshotError, match="4 bytes in 4 files, over the snapshot limit of 100 bytes / 3 files"):
+        collect_files(tmp_path, 100, max_files=3)
+    assert len(collect_files(tmp_path, 100, max_files=4)) == 4

@@ -41,16 +41,16 @@ def list_files(root: Path) -> dict[str, int]:
     return found
 
 
-def collect_files(root: Path, max_bytes: int) -> list[SnapshotFile]:
-    """The workspace's regular files; raises SnapshotError when over ``max_bytes`` or MAX_FILES."""
+def collect_files(root: Path, max_bytes: int, max_files: int = MAX_FILES) -> list[SnapshotFile]:
+    """The workspace's regular files; raises SnapshotError when over ``max_bytes`` or ``max_files``."""
     sizes = list_files(root)
     total = sum(sizes.values())
-    if total > max_bytes or len(sizes) > MAX_FILES:
+    if total > max_bytes or len(sizes) > max_files:
         biggest = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
         listed = ", ".join(f"{p} ({n} bytes)" for p, n in biggest)
         raise SnapshotError(
             f"the workspace holds {total} bytes in {len(sizes)} files, over the snapshot limit of "
-            f"{max_bytes} bytes / {MAX_FILES} files (largest: {listed}); delete what is not needed or "
+            f"{max_bytes} bytes / {max_files} files (largest: {listed}); delete what is not needed or "
             "raise max_workspace_bytes")
     files: list[SnapshotFile] = []
     for rel in sorted(sizes):

@@ -131,24 +131,28 @@ class Snapshot(BaseModel):
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, key: bytes | None = None) -> Snapshot:
+    def load(cls, path: str | os.PathLike[str], *, key: bytes | None = None,
+             max_bytes: int = MAX_FILE_BYTES) -> Snapshot:
         """Read and authenticate a snapshot; raises :class:`SnapshotInvalid` and loads nothing when
-        the file is not a snapshot, of another version, signed with another key, or modified."""
+        the file is not a snapshot, of another version, signed with another key, or modified, or
+        when the file or its inflated payload is over ``max_bytes``."""
         secret = key if key is not None else host_key()
         where = Path(path)
         try:
             size = where.stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise SnapshotInvalid(f"{where}: {size} bytes is over the snapshot limit of {MAX_FILE_BYTES}")
-            document = json.loads(where.read_bytes())
+            data = where.read_bytes() if size <= max_bytes else b""
         except OSError as exc:
             raise SnapshotInvalid(f"cannot read snapshot {where}: {exc.strerror or exc}") from None
+        if size > max_bytes:
+            raise SnapshotInvalid(f"{where}: {size} bytes is over the snapshot limit of {max_bytes}")
+        try:
+            document = json.loads(data)
         except ValueError:
             raise SnapshotInvalid(f"{where} is not a codeact snapshot (not JSON)") from None
-        return cls._authenticated(document, secret, str(where))
+        return cls._authenticated(document, secret, str(where), max_bytes)
 
     @classmethod
-    def _authenticated(cls, document: Any, secret: bytes, where: str) -> Snapshot:
+    def _authenticated(cls, document: Any, secret: bytes, where: str, max_bytes: int) -> Snapshot:
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise SnapshotInvalid(f"{where} is not a codeact snapshot")
         version = document.get("version")
@@ -171,9 +175,9 @@ class Snapshot(BaseModel):
             raise SnapshotInvalid(f"{where} was modified after it was saved (authentication failed)")
         try:
             inflater = zlib.decompressobj()
-            text = inflater.decompress(payload, MAX_FILE_BYTES)
+            text = inflater.decompress(payload, max_bytes)
             if inflater.unconsumed_tail:
-                raise SnapshotInvalid(f"{where}: the payload inflates past {MAX_FILE_BYTES} bytes")
+                raise SnapshotInvalid(f"{where}: the payload inflates past the snapshot limit of {max_bytes} bytes")
             return cls.model_validate_json(text)
         except (zlib.error, ValidationError) as exc:  # authentic but unreadable: a version skew
             raise SnapshotInvalid(f"{where}: authentic but unreadable snapshot: {str(exc)[:300]}") from None
