@@ -434,3 +434,34 @@ def test_collecting_files_caps_their_number(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="4 bytes in 4 files, over the snapshot limit of 100 bytes / 3 files"):
         collect_files(tmp_path, 100, max_files=3)
     assert len(collect_files(tmp_path, 100, max_files=4)) == 4
+
+
+def test_parallel_calls_and_paged_large_results_replay(backend: str) -> None:
+    runs: list[int] = []
+
+    @tool
+    def page(i: int) -> str:
+        """A large text.
+
+        Args:
+            i: Which.
+        """
+        runs.append(i)
+        return str(i) * 3000
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime([page], config, max_result_chars=1000) as runtime:
+        with runtime.session() as s:
+            first = s.run(textwrap.dedent("""
+                views = parallel(page, [1, 2, 3, 4])
+                assert all(v["truncated"] for v in views)
+                text = read_result(views[2]["call_id"], 0, 400)["text"]
+                ids = [v["call_id"] for v in views]
+            """))
+            assert first.ok, first.error
+            expected = s.run("(text, sorted(ids))").value  # concurrent calls get ids in arrival order
+            snap = s.snapshot()
+        with runtime.restore(snap) as restored:
+            assert restored.run("(text, sorted(ids))").value == expected and sorted(runs) == [1, 2, 3, 4]
+            more = restored.run("read_result(ids[0], 0, 10)['text']")
+            assert more.value == '"111111111' and sorted(runs) == [1, 2, 3, 4]

@@ -282,12 +282,12 @@ class Session:
                 raise SessionClosed("the session is closed")
             return _lifecycle.take_snapshot(self, allow_inexact, max_workspace_bytes)
 
-    def fork(self, n: int = 1) -> list[Session]:
+    def fork(self, n: int = 1, *, allow_inexact: bool = False) -> list[Session]:
         """``n`` independent sessions with this one's current state (each in a fresh sandbox and
         workspace, rebuilt by replay); tool calls made after the fork are real and separate."""
         if n < 1:
             raise ValueError(f"fork needs n >= 1, got {n}")
-        snap = self.snapshot()
+        snap = self.snapshot(allow_inexact=allow_inexact)
         return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
 
     def suspend(self) -> bool:
