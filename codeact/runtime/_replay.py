@@ -8,6 +8,9 @@ uses only while replaying, so no policy hook, permission prompt, retry or real t
 the host answers itself (``read_result``) and calls refused before a tool would run (unknown tool,
 invalid arguments) are reproduced by the host as they were the first time.
 
+Concurrent calls (``parallel``) are matched by name and arguments, whatever order they arrive in;
+their call ids are given in arrival order, so they may be numbered differently after a replay.
+
 Replayed calls are kept out of every result: a replay produces no ``ExecutionResult``; the
 restored session's cell log holds the original records.
 """
