@@ -4,6 +4,9 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make clean` removes what dead codeact processes left; `make clean CLEANUP_ARGS=--all` also this
+# user's live sessions (containers of codeact processes still running).
+CLEANUP_ARGS ?=
 
 .PHONY: install engine image run test lint bench clean
 
@@ -28,6 +31,8 @@ run: image
 	@$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py --json | $(BIN)/python -m json.tool
 
 test: image
+	./scripts/ensure-chromium.sh
+	./scripts/ensure-bwrap.sh
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: install
@@ -39,5 +44,5 @@ bench: image
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	-$(BIN)/codeact cleanup --all
+	-$(BIN)/codeact cleanup $(CLEANUP_ARGS)
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -154,7 +154,7 @@ class Context:
 
 def make_configs(backend: str) -> tuple[SandboxConfig, SandboxConfig]:
     """(subject, floor): the floor is the same kernel as a local subprocess, policy none."""
-    floor = SandboxConfig(backend="local", policy="none", timeout_s=600)
+    floor = SandboxConfig(backend="local", policy="none", isolation="none", timeout_s=600)
     subject = SandboxConfig(backend=backend, policy="none", timeout_s=600)
     return subject, floor
 

@@ -46,6 +46,7 @@ MEASURES = [
     Measure("throughput", throughput, 20),
     Measure("fresh", fresh, 40),
     Measure("sessions", sessions, 60),
+    Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
 ]

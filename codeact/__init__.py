@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
-from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CodeactError,
     ModelError,
@@ -34,6 +36,7 @@ from .results import (
     ToolCallRecord,
     render_observation,
 )
+from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
 from .runtime.snapshot import Snapshot
@@ -41,10 +44,33 @@ from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs
 
+if TYPE_CHECKING:
+    from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
+
 __version__ = "0.1.0"
+
+#: Names loaded on first use, so that ``import codeact`` does not load the agent layer (model
+#: clients, MCP) for programs that only run code.
+_LAZY = dict.fromkeys(
+    ("Budget", "CodeActAgent", "Episode", "FunctionCallingAgent", "execute_python_tool"), "codeact.agent")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codeact' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "Budget",
+    "CallFinished",
+    "CallStarted",
     "CodeActAgent",
     "CodeError",
     "CodeactError",
@@ -56,8 +82,11 @@ __all__ = [
     "HttpEndpoint",
     "HttpParam",
     "ModelError",
+    "OutputChunk",
     "ProtocolViolation",
     "RestoreDiverged",
+    "RunDone",
+    "RunEvent",
     "Runtime",
     "SandboxConfig",
     "SandboxError",

@@ -19,7 +19,8 @@ __all__ = [
     "render_observation",
 ]
 
-Termination = Literal["completed", "error", "timeout", "memory", "output_limit", "killed"]
+#: ``interrupted``: stopped on request (``Session.interrupt``, Ctrl-C in the CLI); the records so far are kept.
+Termination = Literal["completed", "error", "timeout", "memory", "output_limit", "killed", "interrupted"]
 
 
 class ToolCallError(BaseModel):

@@ -151,3 +151,15 @@ def runtime(backend: str, counter: Counter) -> Iterator[Runtime]:
     config = SandboxConfig(backend=backend, timeout_s=5, grace_s=1, policy="none")  # type: ignore[arg-type]
     with Runtime(make_tools(counter), config) as rt:
         yield rt
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that reaches a Docker engine carries the ``docker`` marker, however it gets there
+    (the marker written on it, the ``backend`` parameter, or a fixture that needs the image), so
+    ``-m docker`` / ``-m 'not docker'`` select exactly the Docker tests."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        fixtures = getattr(item, "fixturenames", ())
+        if "docker" in params or "docker_image" in fixtures or "docker_ready" in fixtures:
+            item.add_marker(pytest.mark.docker)

@@ -58,6 +58,18 @@ def test_a_claimed_call_list_is_never_used(runtime: Runtime) -> None:
     """)
     assert result.termination == "killed"  # type: ignore[attr-defined]
     assert result.calls == []  # type: ignore[attr-defined]
+    # refused for the claimed call list itself (the strict schema), not only for the unknown run id
+    assert "malformed done frame" in result.reason and "calls" in result.reason  # type: ignore[attr-defined]
+
+
+def test_a_done_frame_for_another_run_is_refused(runtime: Runtime) -> None:
+    result = forge(runtime, """
+        chan.sendall(frame({'type': 'done', 'id': 'x', 'termination': 'completed'}))
+        import time
+        time.sleep(3)
+    """)
+    assert result.termination == "killed"  # type: ignore[attr-defined]
+    assert "not in progress" in result.reason  # type: ignore[attr-defined]
 
 
 def test_result_stays_bounded(runtime: Runtime) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 
 from .test_mcp_server import TOOLS_PY
 

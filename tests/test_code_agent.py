@@ -21,7 +21,7 @@ from codeact.agent import (
     ScriptedModel,
     extract_code,
 )
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 
 from .conftest import Counter, make_tools
 

@@ -58,8 +58,14 @@ def test_summary_numbers(run_dir: Path) -> None:
     assert json_.tokens_per_success == pytest.approx(10 * 4100 / 4)
     assert code.errors == {"syntax": 0, "runtime": 2, "tool": 2, "budget": 0, "model": 0}
     assert json_.errors["budget"] == 2 and json_.turns_hist == {3: 10}
-    assert report.paired == {"pairs": 10, "both": 4, "only_code": 4, "only_json": 0, "neither": 2,
-                             "mcnemar_p": pytest.approx(0.125)}
+    episodes = {k: v for k, v in report.paired["episode_level"].items() if k != "note"}
+    assert episodes == {"pairs": 10, "both": 4, "only_code": 4, "only_json": 0, "neither": 2,
+                        "mcnemar_p": pytest.approx(0.125)}
+    tasks = report.paired
+    assert (tasks["unit"], tasks["tasks"], tasks["code_better"], tasks["json_better"], tasks["ties"]) == \
+        ("task", 5, 2, 0, 3)
+    assert tasks["sign_test_p"] == pytest.approx(0.5) and tasks["mean_difference"] == pytest.approx(0.4)
+    assert tasks["identical_repeats"] == {"cells": 10, "of": 10}
     rows = {t.task_id: t for t in report.tasks}
     assert rows["t3"].success == {"code": (2, 2), "json": (0, 2)}
 
@@ -88,6 +94,7 @@ def test_report_files_and_pngs_are_looked_at(run_dir: Path) -> None:
     markdown = written["markdown"].read_text()
     assert "| code | 10 | 80.0% (8/10) |" in markdown and "| json | 10 | 40.0% (4/10) |" in markdown
     assert "![success by mode](success_by_mode.png)" in markdown and "McNemar p = 0.125" in markdown
+    assert "Unit of analysis: the task" in markdown and "sign test p = 0.500" in markdown
     page = written["html"].read_text()
     assert page.count("data:image/png;base64,") == 3 and "http" not in page.replace("charset", "")
     assert "<td>80.0% (8/10)</td>" in page

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from codeact import SandboxConfig, Toolset
-from codeact.agent._fake_wire import usage_of
-from codeact.agent.fake_server import FakeModelServer
 from codeact.evals.providers import ModelSpec, ScriptedProvider
 from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import Suite, Task, load_suite
+from codeact.testing._fake_wire import usage_of
+from codeact.testing.fake_server import FakeModelServer
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 #: The deliberate slips of the reference scripts (a competent model's typical mistakes).
@@ -65,6 +65,8 @@ EXPECTED: dict[str, Any] = {"weather.compare": 2.0, "weather.convert": 20.0, "we
 
 def grade(task_id: str, answer: Any) -> bool:
     want = EXPECTED[task_id]
+    if isinstance(answer, str) and "ANSWER:" in answer:  # the answer protocol's last line, read independently
+        answer = json.loads(answer.rsplit("ANSWER:", 1)[1])
     if isinstance(want, float):
         found = re.search(r"-?\d+(?:\.\d+)?", str(answer))
         return found is not None and abs(float(found.group()) - want) < 0.06

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 
 OPENAI_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 ANTHROPIC_BODY = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
@@ -170,7 +170,7 @@ def test_standalone_command(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["from the command line"]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "codeact.agent.fake_server", "--script", str(script), "--port", "0"],
+        [sys.executable, "-m", "codeact.testing.fake_server", "--script", str(script), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
     )

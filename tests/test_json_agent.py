@@ -11,7 +11,7 @@ import pytest
 
 from codeact import Runtime, SandboxConfig
 from codeact.agent import Budget, FunctionCallingAgent, ScriptedModel
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 
 from .conftest import Counter, make_tools
 from .test_code_agent import WIRE_IDS, WIRES, client_for

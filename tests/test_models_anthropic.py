@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
 from codeact.agent.messages import Message, ModelResponse, ToolCall, ToolResult
 from codeact.agent.models import AnthropicClient, HTTPOptions
 from codeact.agent.models._http import SSEEvent
 from codeact.agent.models.anthropic import _EventAccumulator
 from codeact.errors import ModelError
+from codeact.testing.fake_server import FakeModelServer
 
 WEATHER = {
     "name": "get_weather",

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
 from codeact.agent.messages import Message, ModelResponse, ToolCall, ToolResult
 from codeact.agent.models import HTTPOptions, OpenAIChatClient
 from codeact.agent.models._http import SSEEvent
 from codeact.agent.models.openai import _ChunkAccumulator
 from codeact.errors import ModelError
+from codeact.testing.fake_server import FakeModelServer
 
 WEATHER = {
     "name": "get_weather",

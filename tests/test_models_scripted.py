@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
 from codeact.agent.messages import Message, ModelResponse, ToolCall, ToolResult, Usage
 from codeact.agent.models import (
     AnthropicClient,
@@ -19,6 +18,7 @@ from codeact.agent.models import (
     make_model,
 )
 from codeact.errors import ModelError
+from codeact.testing.fake_server import FakeModelServer
 
 
 def test_scripted_model_answers_in_order_and_records() -> None:

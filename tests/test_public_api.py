@@ -15,6 +15,7 @@ PUBLIC = [
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",
+    "CallFinished", "CallStarted", "OutputChunk", "RunDone", "RunEvent",  # live run events
 ]
 
 
@@ -36,3 +37,13 @@ def test_optional_extras_are_not_imported() -> None:
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_import_codeact_does_not_load_the_agent_layer() -> None:
+    code = ("import sys, codeact\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('codeact.agent', 'codeact.evals', "
+            "'codeact.cli', 'mcp'))))\n"
+            "codeact.CodeActAgent\n"
+            "print('codeact.agent' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]

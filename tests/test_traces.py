@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from codeact import Runtime, SandboxConfig
 from codeact.agent import CodeActAgent, FunctionCallingAgent, ReplayModel, load_trace
-from codeact.agent.fake_server import FakeModelServer
 from codeact.cli import app
 from codeact.errors import ModelError
+from codeact.testing.fake_server import FakeModelServer
 
 from .conftest import Counter, make_tools
 from .test_code_agent import WEATHER_CODE, client_for, fenced
@@ -38,8 +38,17 @@ def test_code_trace_lines(runtime: Runtime, tmp_path: Path) -> None:
     events = [json.loads(line) for line in lines]
     assert events == seen and episode.trace_path == str(trace)
     kinds = [e["event"] for e in events]
-    assert kinds == ["episode_start"] + ["model_request", "model_response", "code", "execution"] * 2 + [
-        "model_request", "model_response", "episode_end"]
+    live = ["call_started", "call_finished"] * 2 + ["stdout"]  # the second action's run, as it happened
+    assert kinds == ["episode_start", "model_request", "model_response", "code", "execution",
+                     "model_request", "model_response", "code", *live, "execution",
+                     "model_request", "model_response", "episode_end"]
+    started = [e for e in events if e["event"] == "call_started"]
+    finished = [e for e in events if e["event"] == "call_finished"]
+    assert [e["arguments"] for e in started] == [{"city": "Pittsburgh"}, {"city": "Beijing"}]
+    assert [e["id"] for e in finished] == [e["id"] for e in started] and all(e["turn"] == 2 for e in started)
+    assert all(e["ok"] and "result" not in e for e in finished)
+    assert next(e for e in events if e["event"] == "stdout")["text"].startswith("Pittsburgh 12.0 C")
+    events = [e for e in events if e["event"] not in ("call_started", "call_finished", "stdout")]
     start = events[0]
     assert start["task"] == "Warmer?" and start["mode"] == "code" and start["model"] == "fake-model"
     assert start["config"]["budget"]["max_turns"] == 10 and start["config"]["stream"] is True

@@ -5,6 +5,8 @@
     from codeact.agent.models import make_model
 
     episode = CodeActAgent(make_model("openai:gpt-4o-mini"), [get_weather]).run("Which city is warmer?")
+
+Floor 4 of the layers (docs/architecture.md): imports ``runtime`` and below, never a higher floor.
 """
 
 from .code_agent import CodeActAgent, extract_code

@@ -61,6 +61,8 @@ class EpisodeState:
         self.records: list[ToolCallRecord] = []
         self.errors: dict[str, int] = dict.fromkeys(ERROR_LAYERS, 0)
         self.cuts = 0
+        self.retryable = False
+        self.usage_unknown = 0
         self.outcome: tuple[EpisodeStatus, str, Any, str | None] | None = None
 
     # -- accounting ------------------------------------------------------------------------------
@@ -89,7 +91,8 @@ class EpisodeState:
         """
         b = self.budget
         if self.turns >= b.max_turns:
-            self.stop_budget("max_turns", f"the model asked for another action after {b.max_turns} turns")
+            self.stop_budget("max_turns", "the model asked for another action after "
+                                           f"{b.max_turns} turn{'' if b.max_turns == 1 else 's'}")
         elif tool_calls is not None and len(self.records) + tool_calls > b.max_tool_calls:
             self.stop_budget("max_tool_calls", f"{len(self.records)} of {b.max_tool_calls} tool calls used, "
                                                f"{tool_calls} more asked for")
@@ -127,7 +130,8 @@ class EpisodeState:
                        tokens_in=self.tokens_in, tokens_out=self.tokens_out, tool_calls=len(self.records),
                        tool_errors=sum(not r.ok for r in self.records), errors=dict(self.errors),
                        wall_s=round(self.trace.elapsed(), 4), records=self.records, trace_path=trace_path,
-                       detail=detail)
+                       detail=detail, retryable=self.retryable and status == "error",
+                       usage_unknown=self.usage_unknown)
 
 
 class AgentBase(abc.ABC):
@@ -150,6 +154,28 @@ class AgentBase(abc.ABC):
         self.on_event = on_event
         self.max_observation_chars = max_observation_chars
         self.max_output_tokens = max_output_tokens
+        self._stop = False
+        self._active: tuple[asyncio.AbstractEventLoop, Runtime] | None = None
+        self._model_task: asyncio.Task[ModelResponse] | None = None
+
+    def interrupt(self) -> None:
+        """Stop the running episode (from any thread): the running code is interrupted, a model
+        call in flight is cancelled, no new step starts; the episode ends ``incomplete`` with
+        ``stop_reason="interrupted"``, its records and trace kept."""
+        self._stop = True
+        active = self._active
+        if active is None:
+            return
+        loop, runtime = active
+        runtime.interrupt()
+        task = self._model_task
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    def _stopped(self, state: EpisodeState) -> bool:
+        if self._stop:
+            state.end("incomplete", "interrupted", detail="interrupted on request (Ctrl-C)")
+        return self._stop
 
     def run(self, task: str) -> Episode:
         """Run one episode to its end (from a thread without a running event loop, or any thread)."""
@@ -166,6 +192,7 @@ class AgentBase(abc.ABC):
         runtime = self.runtime or Runtime(self.tools, self.sandbox)
         trace = TraceWriter(self.trace_path, self.on_event)
         state = EpisodeState(task, self.budget, trace)
+        self._stop, self._active = False, (asyncio.get_running_loop(), runtime)
         try:
             trace.emit("episode_start", task=task, mode=self.mode, model=self.model.model,
                        config=self._config(runtime), system=self._system(runtime), tools=self._tool_defs(runtime))
@@ -179,6 +206,7 @@ class AgentBase(abc.ABC):
             trace.emit("episode_end", episode=episode.model_dump(mode="json"))
             return episode
         finally:
+            self._active = None
             trace.close()
             if owned:
                 await asyncio.to_thread(runtime.close)
@@ -205,6 +233,8 @@ class AgentBase(abc.ABC):
                    tool_choice: ToolChoice = "auto") -> ModelResponse | None:
         """One model call within the budgets; None when the episode ended instead."""
         b = state.budget
+        if self._stopped(state):
+            return None
         if state.tokens_in + state.tokens_out >= b.max_tokens:
             state.stop_budget("max_tokens", f"{state.tokens_in + state.tokens_out} of {b.max_tokens} tokens used")
             return None
@@ -216,21 +246,29 @@ class AgentBase(abc.ABC):
                          tools=[str(t.get("name")) for t in tools], tool_choice=tool_choice, stream=self.stream)
         state.model_calls = call
         started = time.perf_counter()
+        task = self._model_task = asyncio.ensure_future(
+            self.model.acomplete(state.messages, system=system, tools=tools, tool_choice=tool_choice,
+                                 max_tokens=self.max_output_tokens, stream=self.stream))
         try:
-            response = await asyncio.wait_for(
-                self.model.acomplete(state.messages, system=system, tools=tools, tool_choice=tool_choice,
-                                     max_tokens=self.max_output_tokens, stream=self.stream),
-                timeout=state.wall_left())
+            response = await asyncio.wait_for(task, timeout=state.wall_left())
+        except asyncio.CancelledError:
+            if not task.cancelled() or not self._stopped(state):
+                raise  # this task itself was cancelled, not the model call by interrupt()
+            return None
         except asyncio.TimeoutError:
             state.stop_budget("max_wall_s", f"the model call passed the {b.max_wall_s:g} s wall-time budget")
             return None
         except ModelError as exc:
             state.errors["model"] += 1
-            state.trace.emit("model_error", turn=turn, call=call, message=str(exc))
+            state.trace.emit("model_error", turn=turn, call=call, message=str(exc), retryable=exc.retryable)
+            state.retryable = exc.retryable
             state.end("error", "model_error", detail=str(exc))
             return None
+        finally:
+            self._model_task = None
         state.tokens_in += response.usage.input_tokens
         state.tokens_out += response.usage.output_tokens
+        state.usage_unknown += not response.usage.reported
         duration_ms = round((time.perf_counter() - started) * 1000, 2)
         state.trace.emit("model_response", turn=turn, call=call, duration_ms=duration_ms,
                          response=response.model_dump(mode="json", exclude={"raw"}))

@@ -31,6 +31,7 @@ from ..runtime.session import Runtime, Session
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
+from ._run_events import turn_events
 from .episode import Budget
 from .messages import Message, ModelResponse, ToolCall, ToolResult
 from .models.base import ModelClient
@@ -139,7 +140,8 @@ class CodeActAgent(AgentBase):
             state.stop_budget("max_wall_s", f"{state.budget.max_wall_s:g} s of wall time used")
             return None
         state.trace.emit("code", turn=state.turns, source=source, call_id=call_id, code=code)
-        result = await session.arun(code, timeout_s=min(session.config.timeout_s, left))
+        result = await asyncio.to_thread(session.run, code, timeout_s=min(session.config.timeout_s, left),
+                                         on_event=turn_events(state.trace, state.turns))
         state.add_records(result.calls)
         if not result.ok:
             syntax = result.error is not None and result.error.type in _SYNTAX_ERRORS

@@ -73,6 +73,10 @@ class Episode(BaseModel):
     records: list[ToolCallRecord] = Field(default_factory=list)
     trace_path: str | None = None
     detail: str | None = None
+    #: The episode ended on a provider error that may pass if tried later (connection, 5xx, 429).
+    retryable: bool = False
+    #: Model calls whose reply reported no token usage: their tokens are unknown (counted as 0).
+    usage_unknown: int = 0
 
     @property
     def tokens(self) -> int:

@@ -26,9 +26,11 @@ from typing import Any
 from ..results import ToolCallRecord
 from ..runtime.ledger import CallLedger
 from ..runtime.session import Runtime
+from ..runtime.toolhost import READ_RESULT
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
+from ._run_events import turn_events
 from .episode import Budget
 from .messages import Message, ModelResponse, ToolResult
 from .models.base import ModelClient, ToolChoice
@@ -73,8 +75,12 @@ class FunctionCallingAgent(AgentBase):
 
     def _tool_defs(self, runtime: Runtime) -> list[dict[str, Any]]:
         wire = wire_names(runtime.toolset)
-        return [{"name": wire[s.name], "description": s.description, "input_schema": s.input_schema}
+        defs = [{"name": wire[s.name], "description": s.description, "input_schema": s.input_schema}
                 for s in runtime.toolset.specs]
+        if READ_RESULT not in runtime.toolset:  # pages through cut results, as code mode can
+            spec = runtime.host.builtins[READ_RESULT].spec
+            defs.append({"name": READ_RESULT, "description": spec.description, "input_schema": spec.input_schema})
+        return defs
 
     def _config(self, runtime: Runtime) -> dict[str, Any]:
         return {**super()._config(runtime), "tool_choice": self.tool_choice}
@@ -113,7 +119,10 @@ class FunctionCallingAgent(AgentBase):
         if not state.take_turn(tool_calls=len(runnable)):
             return
         ledger = CallLedger(cache)  # one per turn (policies count per execution); ids unique per episode
-        calls = [runtime.host.acall(ledger, host_name.get(c.name, c.name), c.arguments) for c in runnable]
+        if (events := turn_events(state.trace, state.turns)) is not None:
+            ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
+        calls = [runtime.host.acall(ledger, host_name.get(c.name, c.name), self._paged(runtime, c.name, c.arguments))
+                 for c in runnable]
         try:
             records: list[ToolCallRecord] = list(await asyncio.wait_for(asyncio.gather(*calls), state.wall_left()))
         except asyncio.TimeoutError:
@@ -126,7 +135,7 @@ class FunctionCallingAgent(AgentBase):
         results: list[ToolResult] = []
         for call in response.tool_calls:
             if call.executable:
-                results.append(self._result(call.id, next(done)))
+                results.append(self._result(call.id, next(done), ledger))
             else:
                 state.errors["syntax"] += 1
                 results.append(error_result(call.id, "invalid_arguments", (
@@ -137,7 +146,15 @@ class FunctionCallingAgent(AgentBase):
                          results=[r.model_dump(mode="json") for r in results])
         state.messages.append(Message.tool(results))
 
-    def _result(self, call_id: str, record: ToolCallRecord) -> ToolResult:
+    def _paged(self, runtime: Runtime, name: str, arguments: Any) -> Any:
+        """A ``read_result`` page fits one observation (the host's own page size is for code)."""
+        if name != READ_RESULT or READ_RESULT in runtime.toolset or not isinstance(arguments, dict):
+            return arguments
+        cap = max(1, self.max_observation_chars // 3)  # room for the page's JSON escapes
+        limit = arguments.get("limit")
+        return {**arguments, "limit": min(limit, cap) if isinstance(limit, int) and limit > 0 else cap}
+
+    def _result(self, call_id: str, record: ToolCallRecord, ledger: CallLedger | None = None) -> ToolResult:
         if not record.ok:
             error = record.error.model_dump() if record.error else {"code": "tool_exception",
                                                                     "message": "the call did not finish",
@@ -145,4 +162,11 @@ class FunctionCallingAgent(AgentBase):
             return ToolResult(call_id=call_id, content=json.dumps(error, ensure_ascii=False), is_error=True)
         value = record.result
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+        if len(text) > self.max_observation_chars and ledger is not None and record.name != READ_RESULT:
+            full = json.dumps(value, ensure_ascii=False, default=repr)
+            ledger.store.keep(record.id, full)
+            head = max(self.max_observation_chars // 2, 1)
+            return ToolResult(call_id=call_id, content=(
+                f"{full[:head]}\n… [cut: the result's JSON text has {len(full)} characters and is kept: call "
+                f"{READ_RESULT}(call_id={record.id!r}, offset={head}) to read on, page by page]"))
         return ToolResult(call_id=call_id, content=_clip(text, self.max_observation_chars))

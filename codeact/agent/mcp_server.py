@@ -18,12 +18,13 @@ import asyncio
 import threading
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from ..results import ExecutionResult, render_observation
 from ..runtime.session import Runtime, Session
+from ._mcp_progress import run_with_progress
 from .prompts import EXECUTE_PYTHON, execute_python_tool
 
 __all__ = ["CodeactMCP", "build_mcp_server", "serve_mcp"]
@@ -46,9 +47,9 @@ class CodeactMCP:
                 self._session = self.runtime.session()
             return self._session
 
-    async def execute_python(self, code: Code) -> Annotated[CallToolResult, ExecutionResult]:
+    async def execute_python(self, code: Code, ctx: Context) -> Annotated[CallToolResult, ExecutionResult]:
         session = self.session()
-        result = await session.arun(code)
+        result = await run_with_progress(session, code, ctx)  # progress notifications when asked for
         text = render_observation(result, self.max_observation_chars)
         return CallToolResult(content=[TextContent(type="text", text=text)],
                               structured_content=result.model_dump(mode="json"), is_error=not result.ok)

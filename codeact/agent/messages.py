@@ -122,18 +122,46 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token counts of one model call (input includes cached prompt tokens)."""
+    """Token counts of one model call (input includes cached prompt tokens).
+
+    ``reported`` is False when the provider sent no usage: the counts are then unknown, not 0.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
+    reported: bool = True
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            reported=self.reported and other.reported,
         )
+
+    @classmethod
+    def from_wire(cls, usage: Any) -> Usage:
+        """Parse any provider's usage shape: OpenAI chat (``prompt_tokens``/``completion_tokens``),
+        OpenAI responses and Anthropic (``input_tokens``/``output_tokens``, plus Anthropic's cache
+        fields), Gemini (``promptTokenCount``/``candidatesTokenCount``), Bedrock (``inputTokens``/
+        ``outputTokens``). Missing or unreadable usage gives ``reported=False``."""
+        if not isinstance(usage, Mapping):
+            return cls(reported=False)
+
+        def first(*keys: str) -> int | None:
+            for key in keys:
+                value = usage.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return int(value)
+            return None
+
+        tin = first("input_tokens", "prompt_tokens", "promptTokenCount", "inputTokens")
+        tout = first("output_tokens", "completion_tokens", "candidatesTokenCount", "outputTokens")
+        if tin is None and tout is None:
+            return cls(reported=False)
+        cached = sum(first(k) or 0 for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))
+        return cls(input_tokens=(tin or 0) + cached, output_tokens=tout or 0)
 
 
 class ModelResponse(BaseModel):

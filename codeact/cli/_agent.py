@@ -15,8 +15,9 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from ..errors import SandboxUnavailable
-from ..sandbox import SandboxConfig
 from ._exec import load_toolset
+from ._interrupt import EXIT_INTERRUPTED, interrupts
+from ._options import Image, Pip, check_sandbox, machine_stdout, sandbox_config, say_unavailable
 
 __all__ = ["EventPrinter", "register"]
 
@@ -77,6 +78,25 @@ class EventPrinter:
             head += f" · final_answer({_short(result.get('final_answer'))})"
         self.console.print(Panel(Text(str(e.get("observation", ""))), title=head, title_align="left",
                                  border_style=style))
+
+    # Live events of a code action as it runs (the execution panel after them shows the observation).
+    def _stdout(self, e: dict[str, Any]) -> None:
+        self.console.out(str(e.get("text", "")), end="", style="dim", highlight=False)
+
+    def _stderr(self, e: dict[str, Any]) -> None:
+        self.console.out(str(e.get("text", "")), end="", style="dim yellow", highlight=False)
+
+    def _call_started(self, e: dict[str, Any]) -> None:
+        if self.mode == "code":
+            self.console.print(f"[dim]→ {_short(e.get('name'))}({_short(e.get('arguments'), 60)})[/dim]",
+                               highlight=False)
+
+    def _call_finished(self, e: dict[str, Any]) -> None:
+        if self.mode == "code":
+            err = e.get("error") or {}
+            how = "[green]ok[/green]" if e.get("ok") else f"[red]{_short(err.get('code'))}[/red]"
+            took = f"{e.get('duration_ms', 0):.0f} ms"
+            self.console.print(f"[dim]← {_short(e.get('name'))}[/dim] {how} [dim]{took}[/dim]", highlight=False)
 
     def _tool_results(self, e: dict[str, Any]) -> None:
         for record in e.get("records") or []:
@@ -146,24 +166,30 @@ def agent_command(
     max_wall: Annotated[float, typer.Option(help="budget: wall seconds")] = 300.0,
     max_tool_calls: Annotated[int, typer.Option(help="budget: tool calls")] = 100,
     timeout: Annotated[float, typer.Option(help="seconds per code run")] = 30.0,
+    image: Image = None,
+    pip: Pip = None,
     tool_choice: Annotated[str, typer.Option(help="json mode, first call: auto|none|required|TOOL")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="steps to stderr; the Episode JSON on stdout")] = False,
 ) -> None:
-    """Run TASK with an agent; each step is shown as it happens. Exit 0 answered, 1 not."""
+    """Run TASK with an agent; each step is shown as it happens. Exit 0 answered, 1 not, 3 sandbox
+    unavailable (checked before any model call), 130 interrupted (the episode so far is kept)."""
     from ..agent import Budget, CodeActAgent, FunctionCallingAgent
     from ..runtime.session import Runtime
 
     if mode not in ("code", "json"):
         raise typer.BadParameter("--mode must be code or json")
-    if backend not in ("docker", "local"):
-        raise typer.BadParameter("--backend must be docker or local")
-    client = _model(model, base_url)
-    toolset = load_toolset(tools or [], tool_spec or [])
-    budget = Budget(max_turns=max_turns, max_tokens=max_tokens, max_wall_s=max_wall, max_tool_calls=max_tool_calls)
-    printer = EventPrinter(Console(stderr=as_json, highlight=False))
-    config = SandboxConfig(backend=backend, timeout_s=timeout)  # type: ignore[arg-type]
+    config = sandbox_config(backend, timeout, image=image, pip=pip)
     try:
-        with Runtime(toolset, config) as runtime:
+        budget = Budget(max_turns=max_turns, max_tokens=max_tokens, max_wall_s=max_wall, max_tool_calls=max_tool_calls)
+    except ValueError as exc:
+        raise typer.BadParameter(_budget_error(exc)) from None
+    client = _model(model, base_url)
+    with machine_stdout() as out:
+        toolset = load_toolset(tools or [], tool_spec or [])
+        printer = EventPrinter(Console(file=sys.stderr if as_json else out, highlight=False))
+        try:
+            check_sandbox(config)  # before the first (paid) model call
+            runtime = Runtime(toolset, config)
             agent: CodeActAgent | FunctionCallingAgent
             if mode == "code":
                 agent = CodeActAgent(client, toolset, runtime=runtime, budget=budget, trace_path=trace,
@@ -171,15 +197,28 @@ def agent_command(
             else:
                 agent = FunctionCallingAgent(client, toolset, runtime=runtime, budget=budget, trace_path=trace,
                                              stream=stream, on_event=printer, tool_choice=_tool_choice(tool_choice))
-            episode = agent.run(task)
-    except SandboxUnavailable as exc:
-        typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
-        raise typer.Exit(3) from None
-    if as_json:
-        sys.stdout.write(episode.model_dump_json() + "\n")
+            with interrupts(agent.interrupt) as stop, runtime:
+                episode = agent.run(task)
+        except SandboxUnavailable as exc:
+            say_unavailable(exc)
+            raise typer.Exit(3) from None
+        if as_json:
+            out.write(episode.model_dump_json() + "\n")
     if episode.status == "error" and episode.detail:
         typer.echo(f"codeact: {episode.stop_reason}: {episode.detail}", err=True)
+    if stop.requested:
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(0 if episode.status == "answered" else 1)
+
+
+def _budget_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-").replace("max-wall-s", "max-wall") if err["loc"] else ""
+        return f"{flag}: {err['msg']} (got {err.get('input')!r})"
+    return str(exc)
 
 
 def replay_command(trace: Annotated[Path, typer.Argument(help="a JSONL trace (codeact agent --trace)")]) -> None:

@@ -4,30 +4,24 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import SandboxUnavailable
 from ..results import ExecutionResult
 from ..sandbox import SandboxConfig
+from ._interrupt import EXIT_INTERRUPTED, interrupts
+from ._options import Image, Pip, check_sandbox, machine_stdout, read_text, sandbox_config, say_unavailable
+from ._output import plural
 
 _err = Console(stderr=True, highlight=False)
-
-
-def _sandbox(backend: str, timeout: float, memory: int, policy: str) -> SandboxConfig:
-    if backend not in ("docker", "local"):
-        raise typer.BadParameter("--backend must be docker or local")
-    if policy not in ("auto", "none", "restricted"):
-        raise typer.BadParameter("--policy must be auto, none or restricted")
-    try:
-        return SandboxConfig(backend=backend, timeout_s=timeout, memory_mb=memory, policy=policy)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc).splitlines()[-1]) from None
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -62,6 +56,8 @@ def eval_command(
     timeout: Timeout = 30.0,
     memory: Memory = 512,
     policy: Policy = "auto",
+    image: Image = None,
+    pip: Pip = None,
     max_turns: Annotated[int, typer.Option(min=1)] = 10,
     max_tokens: Annotated[int, typer.Option(min=1)] = 200_000,
     max_wall_s: Annotated[float, typer.Option()] = 300.0,
@@ -69,6 +65,10 @@ def eval_command(
     stream: Annotated[bool, typer.Option(help="stream model replies (SSE)")] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
     report: Annotated[bool, typer.Option(help="write the report when done")] = False,
+    force_new: Annotated[bool, typer.Option("--force-new", help="move OUT's old contents to OUT.old-<time> and "
+                                                                  "start afresh")] = False,
+    retry_errors: Annotated[bool, typer.Option(help="re-run episodes stored with a retryable provider error "
+                                                    "(connection, 5xx, 429)")] = True,
 ) -> None:
     """Run every (task, mode, repeat) episode of SUITE; results go to OUT/results.jsonl (resumable)."""
     from ..evals.providers import ModelSpec
@@ -82,17 +82,25 @@ def eval_command(
         raise typer.BadParameter(str(exc)) from None
     budget = {"max_turns": max_turns, "max_tokens": max_tokens, "max_wall_s": max_wall_s,
               "max_tool_calls": max_tool_calls}
+    config = sandbox_config(backend, timeout, memory, policy=policy, image=image, pip=pip)
     try:
-        summary = run_suite(suite, spec, out=out, modes=_csv(modes) or [], repeats=repeats, concurrency=concurrency,
-                            engine=engine, sandbox=_sandbox(backend, timeout, memory, policy), budget=budget,  # type: ignore[arg-type]
-                            tasks=_csv(tasks), limit=limit, progress=progress, stream=stream,
-                            ray_address=ray_address, workers=workers)
+        check_sandbox(config)  # before any model call
+        # The runner handles the first Ctrl-C (finishes the running episodes, keeps them, says so);
+        # the second abandons them at once (exit 130, this process's sandboxes removed).
+        with interrupts(raise_first=True, message=""):
+            summary = run_suite(suite, spec, out=out, modes=_csv(modes) or [], repeats=repeats,
+                                concurrency=concurrency, engine=engine, sandbox=config, budget=budget,  # type: ignore[arg-type]
+                                tasks=_csv(tasks), limit=limit, progress=progress, stream=stream,
+                                ray_address=ray_address, workers=workers, force_new=force_new,
+                                retry_errors=retry_errors)
     except SandboxUnavailable as exc:
-        typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
+        say_unavailable(exc)
         raise typer.Exit(3) from None
     except (ValueError, KeyError) as exc:
         raise typer.BadParameter(str(exc).strip("'\"")) from None
     _print_modes(out)
+    if summary.set_aside is not None:
+        typer.echo(f"--force-new: the previous contents of {out} are in {summary.set_aside}", err=True)
     left = summary.planned - summary.already_done - summary.ran
     typer.echo(f"{summary.ran} episode(s) run, {summary.already_done} already done, {left} left; "
                f"results: {summary.results_path}", err=True)
@@ -101,7 +109,7 @@ def eval_command(
     if report:
         report_command(out)
     if summary.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(1 if summary.failures else 0)
 
 
@@ -114,9 +122,10 @@ def _print_modes(out: Path) -> None:
         return
     header, rows = mode_table(summarize(results, meta))
     keep = [0, 2, 3, 4, 5, 6, 7, 8, 9]
-    table = Table(*(header[i] for i in keep), title=f"{meta.suite if meta else ''} · {meta.model if meta else ''}")
+    table = Table(*(header[i] for i in keep),
+                  title=Text(f"{meta.suite if meta else ''} · {meta.model if meta else ''}"))
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
+        table.add_row(*(Text(str(row[i])) for i in keep))
     _err.print(table)
 
 
@@ -137,10 +146,8 @@ def report_command(
 
 
 def _read_inputs(path: Path) -> list[Any]:
-    if not path.is_file():
-        raise typer.BadParameter(f"no such file: {path}")
     items = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path, "inputs file").splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -150,13 +157,31 @@ def _read_inputs(path: Path) -> list[Any]:
     return items
 
 
+def _done_lines(out: Path, count: int) -> dict[int, str]:
+    """Result lines of an earlier run in ``out`` (by input index); interrupted ones are run again."""
+    done: dict[int, str] = {}
+    if not out.is_file():
+        return done
+    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut short when the earlier run was killed
+        index = row.get("index") if isinstance(row, dict) else None
+        if isinstance(index, int) and 0 <= index < count and row.get("termination") != "interrupted":
+            done[index] = line + "\n"
+    return done
+
+
 def batch_command(
     code_file: Annotated[Path, typer.Argument(help="the code action; each input is bound as `item`")],
     inputs: Annotated[Path, typer.Argument(help="JSONL: one JSON value per line")],
     tools: Annotated[list[Path] | None, typer.Option("--tools", help="Python file with @tool functions")] = None,
     tool_spec: Annotated[list[Path] | None, typer.Option("--tool-spec", help="JSON list of tool definitions")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="items at once (per Ray worker with --engine ray)")] = 4,
-    out: Annotated[Path | None, typer.Option(help="results JSONL (default: stdout)")] = None,
+    out: Annotated[Path | None, typer.Option(help="results JSONL (default: stdout); written as items finish, "
+                                                   "resumed when it exists")] = None,
+    resume: Annotated[bool, typer.Option(help="skip the inputs whose results --out already holds")] = True,
     isolation: Annotated[str, typer.Option(help="auto, namespace (warm session, fresh namespace) or sandbox")] = "auto",
     engine: EngineOpt = "local",
     workers: Workers = 2,
@@ -165,53 +190,120 @@ def batch_command(
     timeout: Timeout = 30.0,
     memory: Memory = 512,
     policy: Policy = "auto",
+    image: Image = None,
+    pip: Pip = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
-    """Run CODE_FILE once per input line; one result line per input, in order, failures included."""
-    from ..evals.batch import map_code
-    from ..runtime.session import Runtime
+    """Run CODE_FILE once per input line; one result line per input, in order, failures included.
+
+    Ctrl-C stops starting items and interrupts the running ones; finished results are kept (with
+    --out, a re-run resumes) and the exit status is 130."""
     from ._exec import load_toolset
 
-    if not code_file.is_file():
-        raise typer.BadParameter(f"no such file: {code_file}")
     if isolation not in ("auto", "namespace", "sandbox") or engine not in ("local", "ray"):
         raise typer.BadParameter("--isolation is auto, namespace or sandbox; --engine is local or ray")
-    code, items = code_file.read_text(encoding="utf-8"), _read_inputs(inputs)
-    config = _sandbox(backend, timeout, memory, policy)
+    code, items = read_text(code_file, "code file"), _read_inputs(inputs)
+    if out is not None and out.is_dir():
+        raise typer.BadParameter(f"--out {out} is a directory, not a results file")
+    config = sandbox_config(backend, timeout, memory, policy=policy, image=image, pip=pip)
     make_tools = functools.partial(load_toolset, list(tools or []), list(tool_spec or []))
-    make_tools()  # usage errors (a missing tools file) before any sandbox starts
-    try:
-        if engine == "ray":
-            from ..evals._progress import Bar
-            from ..evals.ray_engine import map_code_ray
-
-            with Bar(len(items), "batch", enabled=progress) as bar:
-
-                def done(chunk: list[ExecutionResult]) -> None:
-                    for r in chunk:
-                        bar.advance(failed=not r.ok)
-
-                results = map_code_ray(make_tools, config, code, items, workers=workers, threads=concurrency,
-                                       address=ray_address, on_done=done)
-        else:
-            with Runtime(make_tools(), config) as runtime:
-                results = map_code(runtime, code, items, concurrency=concurrency, progress=progress,
-                                   isolation=isolation)  # type: ignore[arg-type]
-    except SandboxUnavailable as exc:
-        typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
-        raise typer.Exit(3) from None
-    lines = [json.dumps({"index": i, **r.model_dump(mode="json")}, ensure_ascii=False) + "\n"
-             for i, r in enumerate(results)]
-    if out is None:
-        sys.stdout.writelines(lines)
-    else:
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text("".join(lines), encoding="utf-8")
-        tmp.replace(out)
-    failed = [i for i, r in enumerate(results) if not r.ok]
+    with machine_stdout() as stdout:
+        make_tools()  # usage errors (a missing tools file) before any sandbox starts
+        done = _done_lines(out, len(items)) if out is not None and resume else {}
+        if done:
+            typer.echo(f"resuming: {plural(len(done), 'result')} already in {out}", err=True)
+        sink = _Sink(out, done)
+        try:
+            interrupted = _run_batch(engine, make_tools, config, code, items, sink, concurrency=concurrency,
+                                     isolation=isolation, progress=progress, workers=workers,
+                                     ray_address=ray_address)
+        except SandboxUnavailable as exc:
+            sink.close(complete=False)
+            say_unavailable(exc)
+            raise typer.Exit(3) from None
+        sink.close(complete=not interrupted and len(sink.lines) == len(items))
+        if out is None:
+            stdout.writelines(sink.lines[i] for i in sorted(sink.lines))
+    failed = sorted(sink.failed)
     shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
-    typer.echo(f"{len(results)} results, {len(failed)} failed" + (f" (inputs {shown})" if failed else ""), err=True)
+    of = f" of {len(items)}" if len(sink.lines) != len(items) else ""
+    typer.echo(f"{plural(len(sink.lines), 'result')}{of}, {len(failed)} failed"
+               + (f" (inputs {shown})" if failed else ""), err=True)
+    if interrupted:
+        if out is not None:
+            typer.echo(f"interrupted: run the same command again to resume ({out})", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(1 if failed else 0)
+
+
+class _Sink:
+    """Result lines by input index; with a file, each one is appended (and flushed) as it comes."""
+
+    def __init__(self, out: Path | None, done: dict[int, str]) -> None:
+        self.out = out
+        self.lines = dict(done)
+        self.failed = {i for i, line in done.items() if not json.loads(line).get("ok")}
+        self._lock = threading.Lock()
+        self._file = None
+        if out is not None:
+            self._file = out.open("w", encoding="utf-8")  # rewritten: only the kept lines of an earlier run
+            self._file.writelines(done[i] for i in sorted(done))
+            self._file.flush()
+
+    def add(self, index: int, result: ExecutionResult) -> None:
+        line = json.dumps({"index": index, **result.model_dump(mode="json")}, ensure_ascii=False) + "\n"
+        with self._lock:
+            self.lines[index] = line
+            (self.failed.add if not result.ok else self.failed.discard)(index)
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self, *, complete: bool) -> None:
+        """Close the file; when every input has its line, rewrite it in input order."""
+        if self._file is None:
+            return
+        self._file.close()
+        if complete and self.out is not None:
+            tmp = self.out.with_name(self.out.name + ".tmp")
+            tmp.write_text("".join(self.lines[i] for i in sorted(self.lines)), encoding="utf-8")
+            tmp.replace(self.out)
+
+
+def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig, code: str, items: list[Any],
+               sink: _Sink, *, concurrency: int, isolation: str, progress: bool, workers: int,
+               ray_address: str | None) -> bool:
+    """Run the items ``sink`` does not hold yet; True when Ctrl-C stopped the run."""
+    from ..evals.batch import map_code
+    from ..runtime.session import Runtime
+
+    todo = [i for i in range(len(items)) if i not in sink.lines]
+    if engine == "ray":
+        from ..evals._progress import Bar
+        from ..evals.ray_engine import map_code_ray
+
+        with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:
+            def done(chunk: list[ExecutionResult]) -> None:
+                for r in chunk:
+                    bar.advance(failed=not r.ok)
+
+            try:
+                results = map_code_ray(make_tools, config, code, [items[i] for i in todo], workers=workers,
+                                       threads=concurrency, address=ray_address, on_done=done)
+            except KeyboardInterrupt:
+                return True
+        for i, r in zip(todo, results, strict=True):
+            sink.add(i, r)
+        return stop.requested
+    runtime = Runtime(make_tools(), config)
+
+    def keep(position: int, result: ExecutionResult) -> None:
+        sink.add(todo[position], result)  # an item interrupted mid-run is kept, and run again on resume
+
+    with interrupts(runtime.interrupt) as stop, runtime:
+        map_code(runtime, code, [items[i] for i in todo], concurrency=concurrency, progress=progress,
+                 isolation=isolation, on_result=keep, stop=stop.event)  # type: ignore[arg-type]
+    return stop.requested
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,9 @@ from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec, render_stubs
+from . import _live
+from ._interrupt import EXIT_INTERRUPTED, interrupts
+from ._options import Image, Pip, decode, machine_stdout, read_text, sandbox_config
 from ._output import print_result
 
 
@@ -33,20 +36,29 @@ def spec_from_any(definition: Any) -> ToolSpec:
 
 
 def load_spec_file(path: Path) -> list[ToolSpec]:
+    """Tool definitions from a JSON file (a list, ``{"tools": [...]}`` or one definition)."""
+    text = read_text(path, "tool definitions file")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"{path}: {exc}") from None
+        data = json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{path}: not JSON: {exc}") from None
     items = data if isinstance(data, list) else data.get("tools", [data]) if isinstance(data, dict) else [data]
     return [spec_from_any(item) for item in items]
+
+
+def load_tools_file(path: Path) -> Toolset:
+    """The ``@tool`` functions of a Python file; a file without any is a usage error."""
+    read_text(path, "tools file")  # missing, a directory, not UTF-8: one line, before importing it
+    toolset = Toolset.from_module(path)
+    if not toolset.names:
+        raise typer.BadParameter(f"{path} defines no @codeact.tool functions (at the top level of the module)")
+    return toolset
 
 
 def load_toolset(tool_files: list[Path], spec_files: list[Path]) -> Toolset:
     toolset = Toolset([])
     for path in tool_files:
-        if not path.is_file():
-            raise typer.BadParameter(f"no such tools file: {path}")
-        toolset = toolset.merge(Toolset.from_module(path))
+        toolset = toolset.merge(load_tools_file(path))
     for path in spec_files:
         for spec in load_spec_file(path):
             if spec.name not in toolset:
@@ -56,11 +68,8 @@ def load_toolset(tool_files: list[Path], spec_files: list[Path]) -> Toolset:
 
 def _read_code(file: str) -> str:
     if file == "-":
-        return sys.stdin.read()
-    path = Path(file)
-    if not path.is_file():
-        raise typer.BadParameter(f"no such file: {file}")
-    return path.read_text()
+        return decode(sys.stdin.buffer.read(), "standard input")
+    return read_text(Path(file), "code file")
 
 
 def exec_command(
@@ -70,54 +79,66 @@ def exec_command(
     backend: Annotated[str, typer.Option(help="docker or local")] = "docker",
     timeout: Annotated[float, typer.Option(help="seconds for the whole run")] = 30.0,
     memory: Annotated[int, typer.Option(help="memory limit in MB")] = 512,
+    image: Image = None,
+    pip: Pip = None,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one ExecutionResult JSON")] = False,
     session_file: Annotated[Path | None, typer.Option(
         "--session", help="snapshot file: restore the session from it first (if it exists), save it after")] = None,
+    events: Annotated[bool, typer.Option("--events", help="print the run's live events as JSON lines; "
+                                         "the last, 'done', holds the result")] = False,
 ) -> None:
-    """Run FILE as one code action in a fresh sandbox, the tools exposed as functions."""
+    """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
+
+    Exit 0 completed, 1 failed (the result is printed), 2 usage error, 3 sandbox unavailable,
+    130 interrupted by Ctrl-C (the result so far is printed, termination "interrupted")."""
     from ..runtime.session import Runtime
 
-    if backend not in ("docker", "local"):
-        raise typer.BadParameter("--backend must be docker or local")
+    config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
     code = _read_code(file)
-    toolset = load_toolset(tools or [], tool_spec or [])
-    config = SandboxConfig(backend=backend, timeout_s=timeout, memory_mb=memory)  # type: ignore[arg-type]
-    try:
-        with Runtime(toolset, config) as runtime:
-            if session_file is None:
-                result: ExecutionResult = runtime.run(code)
-            else:
-                result = _run_in_saved_session(runtime, code, session_file, config)
-    except SandboxUnavailable as exc:
-        typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
-        raise typer.Exit(3) from None
-    except SnapshotError as exc:
-        typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if as_json:
-        sys.stdout.write(result.model_dump_json() + "\n")
-    else:
-        print_result(result)
+    live = sys.stdout.isatty() and sys.stderr.isatty()  # asked before stdout is set aside
+    with machine_stdout() as out:
+        listener = _live.listener(events, as_json, out, live=live)
+        toolset = load_toolset(tools or [], tool_spec or [])
+        runtime = Runtime(toolset, config)
+        try:
+            with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close
+                with _open_session(runtime, session_file, config) as session:
+                    result: ExecutionResult = session.run(code, on_event=listener)
+                    if session_file is not None:  # a cell that cannot be replayed exactly is left out
+                        session.snapshot(allow_inexact=True).save(session_file)
+        except SandboxUnavailable as exc:
+            typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
+            raise typer.Exit(3) from None
+        except SnapshotError as exc:
+            typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if as_json and not events:
+            out.write(result.model_dump_json() + "\n")
+        elif not events:  # with --events the last line, 'done', carried the result
+            print_result(_live.not_yet_shown(result, listener), out)
+    if stop.requested:
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(0 if result.ok else 1)
 
 
-def _run_in_saved_session(runtime: Any, code: str, path: Path, config: SandboxConfig) -> ExecutionResult:
-    """Restore the session saved in ``path`` (a fresh one if there is no file), run, save it back
-    (a cell that cannot be replayed exactly is left out of the saved state)."""
+def _open_session(runtime: Any, path: Path | None, config: SandboxConfig) -> Any:
+    """The session saved in ``path`` restored (a fresh one if there is no such file or no path)."""
     from ..runtime.snapshot import Snapshot
 
-    session = runtime.restore(Snapshot.load(path), config=config) if path.exists() else runtime.session()
-    with session:
-        result: ExecutionResult = session.run(code)
-        session.snapshot(allow_inexact=True).save(path)
-    return result
+    if path is None or not path.exists():
+        return runtime.session()
+    return runtime.restore(Snapshot.load(path), config=config)
 
 
-def stubs_command(json_file: Annotated[Path, typer.Argument(help="JSON list of tool definitions")]) -> None:
+def stubs_command(file: Annotated[Path, typer.Argument(help="a JSON list of tool definitions, or a .py file "
+                                                                "with @tool functions")]) -> None:
     """Print the stub module (the model's view) for those tool definitions."""
-    if not json_file.is_file():
-        raise typer.BadParameter(f"no such file: {json_file}")
-    sys.stdout.write(render_stubs(load_spec_file(json_file)))
+    if file.suffix == ".py":
+        with machine_stdout() as out:
+            specs = load_tools_file(file).specs
+            out.write(render_stubs(specs))
+        return
+    sys.stdout.write(render_stubs(load_spec_file(file)))
 
 
 def register(app: typer.Typer) -> None:

@@ -32,8 +32,10 @@ def image_build(
 def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Report the Docker engine, the image, cgroup limit support and what is missing."""
     from ..sandbox.engine import doctor as run_doctor
+    from ..sandbox.local import isolation_report as local_isolation
 
     report = run_doctor()
+    report["local_isolation"] = local_isolation()
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
@@ -43,18 +45,28 @@ def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         raise typer.Exit(3)
 
 
-def cleanup(everything: Annotated[bool, typer.Option("--all", help="also this user's live sessions")] = False) -> None:
-    """Remove containers and session directories left by dead codeact processes."""
+def cleanup(everything: Annotated[bool, typer.Option("--all", help="also this user's LIVE sessions (of "
+                                                                   "other running processes)")] = False) -> None:
+    """Remove containers and session directories left by dead codeact processes.
+
+    Exit 3 when no Docker engine answers (the session directories are still removed)."""
     from ..errors import SandboxUnavailable
     from ..sandbox.cleanup import cleanup_stale
     from ..sandbox.engine import docker_client
+    from ._options import say_unavailable
+    from ._output import plural
 
     try:
         client = docker_client()
-    except SandboxUnavailable:
-        client = None
+    except SandboxUnavailable as exc:
+        report = cleanup_stale(None, everything=everything)
+        typer.echo(f"removed {plural(len(report.directories), 'session directory', 'session directories')}; "
+                   "containers not checked", err=True)
+        say_unavailable(exc)
+        raise typer.Exit(3) from None
     report = cleanup_stale(client, everything=everything)
-    typer.echo(f"removed {len(report.containers)} containers, {len(report.directories)} session directories")
+    typer.echo(f"removed {plural(len(report.containers), 'container')}, "
+               f"{plural(len(report.directories), 'session directory', 'session directories')}")
 
 
 def register(app: typer.Typer) -> None:

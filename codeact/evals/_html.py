@@ -36,7 +36,7 @@ def _img(out_dir: Path, name: str) -> str:
 
 
 def render_html(report: Report, out_dir: Path, plots: Sequence[str]) -> str:
-    from .report import _intro, _paired_text, mode_table, task_table
+    from .report import _intro, _notes, _paired_text, episodes_table, mode_table, task_table
 
     n = sum(s.episodes for s in report.modes)
     title = f"Experiment report: {report.meta.suite if report.meta else 'results'}"
@@ -45,8 +45,12 @@ def render_html(report: Report, out_dir: Path, plots: Sequence[str]) -> str:
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p>{html.escape(_intro(report, n).replace('**', ''))}</p>",
+        *(f"<p>{html.escape(note)}</p>" for note in _notes(report)),
+        "<h2>Episodes</h2>",
+        _table(*episodes_table(report)),
         "<h2>Per mode</h2>",
-        "<p>Means per episode; errors are totals by layer (syntax, runtime, tool, budget, model).</p>",
+        "<p>Means per compared episode; errors are totals by layer (syntax, runtime, tool, budget, model). "
+        "Turns are replies that asked for an action; model calls also count the final answer.</p>",
         _table(*mode_table(report)),
         "<h2>Code vs JSON, per task</h2>",
         _table(*task_table(report)),

@@ -32,8 +32,20 @@ def _title(report: Report, text: str) -> str:
     return f"{text}\n{meta.suite} suite · {meta.model}" if meta else text
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
+def _footnote(report: Report, tokens: bool = False) -> str:
+    """What the figure's numbers rest on: scripted replies, where tokens come from, the comparison set."""
+    notes = []
+    if report.meta is not None and report.meta.model.startswith("scripted"):
+        notes.append("scripted reference replies, not a real model")
+    if tokens:
+        notes.append(f"tokens: {report.token_source}")
+    notes.append("episodes finished in both modes")
+    return " · ".join(notes)
+
+
+def _save(fig: Figure, path: Path, footnote: str) -> Path:
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.text(0.01, 0.012, footnote, fontsize=7, color="#555")
     fig.savefig(path, format="png")
     return path
 
@@ -48,13 +60,15 @@ def success_by_mode(report: Report, path: Path) -> Path:
     bars = ax.bar(modes, rates, yerr=[low, high], capsize=8,
                   color=[_COLORS.get(m, _DEFAULT) for m in modes], edgecolor="#333", linewidth=0.6)
     for bar, s in zip(bars, report.modes, strict=True):
-        ax.annotate(f"{s.successes}/{s.episodes}", (bar.get_x() + bar.get_width() / 2, 2),
-                    ha="center", va="bottom", color="white", fontweight="bold")
+        inside = s.success_rate >= 0.12  # a low bar has no room: the label goes above it, in dark
+        ax.annotate(f"{s.successes}/{s.episodes}", (bar.get_x() + bar.get_width() / 2,
+                                                    2 if inside else 100 * s.ci_high + 2),
+                    ha="center", va="bottom", color="white" if inside else "#222", fontweight="bold")
     ax.set_ylim(0, 105)
     ax.set_ylabel("success rate (%)")
     ax.set_title(_title(report, "Success by mode (95% Wilson interval)"))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, path, _footnote(report))
 
 
 def turns_distribution(report: Report, path: Path) -> Path:
@@ -72,7 +86,7 @@ def turns_distribution(report: Report, path: Path) -> Path:
     ax.set_title(_title(report, "Turns per episode"))
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, path, _footnote(report))
 
 
 def tokens_per_success(report: Report, path: Path) -> Path:
@@ -80,21 +94,23 @@ def tokens_per_success(report: Report, path: Path) -> Path:
     ax = fig.add_subplot()
     modes = [s.mode for s in report.modes]
     values = [s.tokens_per_success or 0.0 for s in report.modes]
-    share_in = [s.tokens_in / (s.tokens_in + s.tokens_out) if s.tokens_in + s.tokens_out else 0.0
+    share_in = [s.tokens_in / (s.tokens_in + s.tokens_out)
+                if s.tokens_in is not None and s.tokens_out is not None and s.tokens_in + s.tokens_out else 0.0
                 for s in report.modes]
     tin = [v * f for v, f in zip(values, share_in, strict=True)]
     tout = [v - i for v, i in zip(values, tin, strict=True)]
     colors = [_COLORS.get(m, _DEFAULT) for m in modes]
     ax.bar(modes, tin, color=colors, edgecolor="#333", linewidth=0.6)
     ax.bar(modes, tout, bottom=tin, color=colors, alpha=0.45, edgecolor="#333", linewidth=0.6, hatch="//")
-    for x, v in enumerate(values):
-        ax.annotate(f"{v:,.0f}" if v else "no success", (x, v), ha="center", va="bottom")
+    for x, (v, s) in enumerate(zip(values, report.modes, strict=True)):
+        label = f"{v:,.0f}" if v else ("unknown" if s.usage_unknown_calls else "no success")
+        ax.annotate(label, (x, v), ha="center", va="bottom")
     ax.set_ylabel("tokens per correct answer")
     ax.set_title(_title(report, "Tokens per success (all tokens / correct episodes)"))
     ax.legend(handles=[Patch(facecolor="#999", edgecolor="#333", label="input"),
                        Patch(facecolor="#999", alpha=0.45, edgecolor="#333", hatch="//", label="output")])
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, path, _footnote(report, tokens=True))
 
 
 def draw_all(report: Report, out_dir: Path) -> list[Path]:

@@ -112,8 +112,13 @@ def map_code(
     progress: bool = False,
     isolation: Isolation = "auto",
     on_result: Callable[[int, ExecutionResult], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[ExecutionResult]:
     """Run one code action per input (bound as ``item``); results in input order, none dropped.
+
+    ``on_result(index, result)`` is called as each item finishes (from worker threads). Once
+    ``stop`` is set no item starts (``runtime.interrupt()`` stops the running ones); the items
+    that never ran get an ``interrupted`` result.
 
     Raises ``SandboxUnavailable`` when no sandbox can be started at all; any other failure of
     the harness on one item becomes that item's failed result (``termination="killed"``).
@@ -136,6 +141,8 @@ def map_code(
     lock = threading.Lock()
 
     def one(index: int, bar: Bar) -> None:
+        if stop is not None and stop.is_set():
+            return
         worker = getattr(local, "worker", None)
         if worker is None:
             worker = local.worker = _Worker(runtime, reuse=isolation == "namespace")
@@ -162,4 +169,10 @@ def map_code(
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
             worker.close()
-    return [r if r is not None else _harness_failure(RuntimeError("no result")) for r in results]
+    return [r if r is not None else _not_run(stop) for r in results]
+
+
+def _not_run(stop: threading.Event | None) -> ExecutionResult:
+    if stop is not None and stop.is_set():
+        return ExecutionResult(ok=False, termination="interrupted", reason="not run: the batch was interrupted")
+    return _harness_failure(RuntimeError("no result"))

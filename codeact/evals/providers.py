@@ -1,7 +1,7 @@
 """Which model an experiment talks to, always over real HTTP.
 
 ``scripted``: every task's bundled reference responses are served by one
-:class:`~codeact.agent.fake_server.FakeModelServer` on 127.0.0.1, reached through the OpenAI (or,
+:class:`~codeact.testing.fake_server.FakeModelServer` on 127.0.0.1, reached through the OpenAI (or,
 with ``wire="anthropic"``, the Anthropic) client, exactly as a real provider would be. Requests
 carry their episode in ``metadata.user_id`` (a field both APIs accept); the server answers turn
 *n* of that episode's script, *n* being the number of assistant messages in the conversation, so
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..agent.fake_server import FakeModelServer
 from ..agent.models import AnthropicClient, ModelClient, OpenAIChatClient, make_model
+from ..testing.fake_server import FakeModelServer
 from .suite import EpisodeKey, Suite
 
 __all__ = ["ModelProvider", "ModelSpec", "RemoteProvider", "ScriptedProvider"]

@@ -1,4 +1,5 @@
-"""A run directory: ``run.json`` (what was run) and ``results.jsonl`` (one line per finished episode).
+"""A run directory: ``run.json`` (what was run), ``results.jsonl`` (one line per finished episode)
+and ``failures.jsonl`` (harness failures: episodes the harness could not finish, still pending).
 
 The results file is append-only and flushed (and fsynced) per line, so a run killed at any point
 keeps every episode that finished; a torn last line (killed mid-write) is cut off on open. A
@@ -18,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .suite import EpisodeKey
 
-__all__ = ["EpisodeResult", "ResultsStore", "RunMeta", "load_run"]
+__all__ = ["EpisodeResult", "ResultsStore", "RunMeta", "load_failures", "load_run", "record_failure"]
 
 RESULTS = "results.jsonl"
 META = "run.json"
+FAILURES = "failures.jsonl"
 
 
 class EpisodeResult(BaseModel):
@@ -36,6 +38,8 @@ class EpisodeResult(BaseModel):
     suite: str = ""
     model: str = ""
     answer: Any = None
+    #: The typed value the answer was graded as (see :mod:`.answers`).
+    answer_value: Any = None
     expected: Any = None
     status: str = "error"
     stop_reason: str = ""
@@ -51,6 +55,13 @@ class EpisodeResult(BaseModel):
     trace_path: str | None = None
     worker: str = ""
     finished_at: str = ""
+    #: The provider failed in a way that may pass (connection, 5xx, 429 after the client's retries):
+    #: not a model outcome; a resume runs the episode again (unless ``retry_errors=False``).
+    retryable: bool = False
+    #: Model calls whose reply carried no token usage (their tokens are unknown, not 0).
+    usage_unknown: int = 0
+    #: The id of the run fingerprint this episode ran under (see :mod:`.fingerprint`).
+    fingerprint: str = ""
 
     @property
     def key(self) -> EpisodeKey:
@@ -58,11 +69,12 @@ class EpisodeResult(BaseModel):
 
     @classmethod
     def from_episode(cls, key: EpisodeKey, episode: Any, *, correct: bool, suite: str, expected: Any,
-                     worker: str) -> EpisodeResult:
+                     worker: str, fingerprint: str = "", **extra: Any) -> EpisodeResult:
         """Build from an agent's ``Episode`` (every field of it is kept)."""
         fields = episode.model_dump(mode="json") if isinstance(episode, BaseModel) else dict(episode)
+        fields.update(extra)
         fields.update(task_id=key.task_id, mode=key.mode, repeat=key.repeat, correct=correct, suite=suite,
-                      expected=_jsonable(expected), worker=worker,
+                      expected=_jsonable(expected), worker=worker, fingerprint=fingerprint,
                       finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         fields["answer"] = _jsonable(fields.get("answer"))
         return cls.model_validate(fields)
@@ -77,16 +89,24 @@ def _jsonable(value: Any) -> Any:
 
 
 class RunMeta(BaseModel):
-    """What a run directory holds results of; a resumed run must match suite and model."""
+    """What a run directory holds results of: the fingerprint every episode ran under, and the plan.
+
+    A resume must have the same fingerprint (:func:`merge`); the plan (tasks, modes, repeats) may
+    only grow.
+    """
 
     suite: str
     suite_ref: str
     model: str
     modes: list[str]
     repeats: int
+    #: The planned task ids (in suite order); with ``modes`` and ``repeats``, the planned episodes.
+    tasks: list[str] = Field(default_factory=list)
     budget: dict[str, Any] = Field(default_factory=dict)
     backend: str = ""
     engine: str = "local"
+    fingerprint: dict[str, Any] = Field(default_factory=dict)
+    fingerprint_id: str = ""
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def write(self, out_dir: Path) -> None:
@@ -100,15 +120,27 @@ class RunMeta(BaseModel):
         return cls.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     def merge(self, previous: RunMeta | None) -> RunMeta:
-        """This run's meta resuming ``previous``: same suite and model, modes/repeats widened."""
+        """This run's meta resuming ``previous``: the same fingerprint; tasks/modes/repeats widened.
+
+        Raises ``ValueError`` with a one-line diff when the configurations differ.
+        """
+        from .fingerprint import diff
+
         if previous is None:
             return self
-        if (previous.suite, previous.model) != (self.suite, self.model):
-            raise ValueError(f"the run directory holds results of suite {previous.suite!r} with model "
-                             f"{previous.model!r}, not {self.suite!r} with {self.model!r}: use another --out")
+        if not previous.fingerprint:
+            raise ValueError("the run directory was written without a run fingerprint (an older codeact): "
+                             "use --force-new or another --out")
+        changes = diff(previous.fingerprint, self.fingerprint)
+        if changes:
+            raise ValueError("the run directory holds results of another configuration (" + "; ".join(changes)
+                             + "): use --force-new for a fresh directory, or another --out")
         modes = previous.modes + [m for m in self.modes if m not in previous.modes]
-        return self.model_copy(update={"modes": modes, "repeats": max(self.repeats, previous.repeats),
-                                       "created_at": previous.created_at})
+        tasks = previous.tasks + [t for t in self.tasks if t not in previous.tasks]
+        fingerprint = {**self.fingerprint, "tasks": {**previous.fingerprint.get("tasks", {}),
+                                                     **self.fingerprint.get("tasks", {})}}
+        return self.model_copy(update={"modes": modes, "tasks": tasks, "repeats": max(self.repeats, previous.repeats),
+                                       "fingerprint": fingerprint, "created_at": previous.created_at})
 
 
 class ResultsStore:
@@ -148,18 +180,23 @@ class ResultsStore:
     def __len__(self) -> int:
         return len(self._results)
 
-    def done(self) -> set[EpisodeKey]:
+    def done(self, *, retry_errors: bool = False) -> set[EpisodeKey]:
+        """The stored episodes; with ``retry_errors``, without those that ended on a retryable provider error."""
         with self._lock:
-            return set(self._results)
+            return {k for k, r in self._results.items() if not (retry_errors and r.retryable)}
 
     def results(self) -> list[EpisodeResult]:
         with self._lock:
             return list(self._results.values())
 
     def append(self, result: EpisodeResult) -> bool:
-        """Write one result (flushed and fsynced); False if that episode is already stored."""
+        """Write one result (flushed and fsynced); False if that episode is already stored.
+
+        A stored retryable error is replaced (the later line wins when the file is read).
+        """
         with self._lock:
-            if result.key in self._results:
+            stored = self._results.get(result.key)
+            if stored is not None and not stored.retryable:
                 return False
             self._fh.write(result.model_dump_json() + "\n")
             self._fh.flush()
@@ -177,6 +214,29 @@ class ResultsStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def record_failure(out_dir: str | Path, key: EpisodeKey, error: str, fingerprint: str = "") -> None:
+    """Append a harness failure to ``failures.jsonl`` (the episode stays pending; the report shows it)."""
+    line = json.dumps({"task_id": key.task_id, "mode": key.mode, "repeat": key.repeat, "error": error[:2000],
+                       "fingerprint": fingerprint,
+                       "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}, ensure_ascii=False)
+    with (Path(out_dir) / FAILURES).open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def load_failures(out_dir: str | Path) -> dict[EpisodeKey, str]:
+    """The last harness failure of each episode that has one (finished or not)."""
+    path = Path(out_dir) / FAILURES
+    out: dict[EpisodeKey, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+                out[EpisodeKey(str(row["task_id"]), str(row["mode"]), int(row["repeat"]))] = str(row.get("error", ""))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
 
 
 def load_run(out_dir: str | Path) -> tuple[RunMeta | None, list[EpisodeResult]]:

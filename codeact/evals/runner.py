@@ -1,8 +1,10 @@
 """Run every (task, mode, repeat) episode of a suite with one model and one budget.
 
-Each episode gets fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed
-after. Results go to ``OUT/results.jsonl`` as episodes finish (see :mod:`.results_store`); a re-run
-of the same directory runs only the episodes not in it. Ctrl-C stops starting new episodes, lets
+Every task's instruction gets the answer-format sentence of its mode (:mod:`.answers`), and every
+episode records the typed value its answer was graded as (``answer_value``). Each episode gets
+fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed after. Results go
+to ``OUT/results.jsonl`` as episodes finish (see :mod:`.results_store`); a re-run of the same
+directory runs only the episodes not in it. Ctrl-C stops starting new episodes, lets
 the running ones finish and keeps them; a second Ctrl-C abandons those.
 
 An exception escaping the agent is a harness failure, not a model result: it is reported, not
@@ -15,7 +17,8 @@ import os
 import socket
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,8 +26,11 @@ from ..errors import SandboxUnavailable
 from ..runtime.session import Runtime
 from ..sandbox.base import SandboxConfig
 from ._progress import Bar, ModeRates
+from .answers import instruction as answer_instruction
+from .answers import to_value
+from .fingerprint import fingerprint, fingerprint_id
 from .providers import ModelProvider, ModelSpec
-from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta
+from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta, _jsonable, record_failure
 from .suite import MODES, EpisodeKey, Suite, load_suite
 
 __all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig", "RunSummary", "plan", "run_suite"]
@@ -44,6 +50,8 @@ class RunConfig:
     budget: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None
     stream: bool = False
+    #: The run fingerprint (see :mod:`.fingerprint`); each episode records its id.
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,10 @@ class RunSummary:
     ran: int = 0
     failures: list[EpisodeFailure] = field(default_factory=list)
     interrupted: bool = False
+    #: Stored retryable provider errors run again in this call.
+    retried: int = 0
+    #: Where ``force_new`` moved the previous contents of the run directory.
+    set_aside: Path | None = None
 
     @property
     def results_path(self) -> Path:
@@ -102,7 +114,7 @@ class EpisodeRunner:
                                       "trace_path": trace, "stream": self.config.stream}
             agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
                      else FunctionCallingAgent(client, toolset, **common))
-            episode = agent.run(task.instruction)
+            episode = agent.run(f"{task.instruction}\n\n{answer_instruction(key.mode)}")
         finally:
             runtime.close()
             close = getattr(client, "close", None)
@@ -110,7 +122,9 @@ class EpisodeRunner:
                 close()
         correct = episode.status == "answered" and task.grade(episode.answer)
         return EpisodeResult.from_episode(key, episode, correct=correct, suite=self.suite.name,
-                                          expected=task.expected, worker=self.worker)
+                                          expected=task.expected, worker=self.worker,
+                                          fingerprint=fingerprint_id(self.config.fingerprint, key.task_id),
+                                          answer_value=_jsonable(to_value(episode.answer)))
 
     def run_safe(self, key: EpisodeKey) -> EpisodeResult | EpisodeFailure:
         try:
@@ -171,12 +185,17 @@ def run_suite(
     stream: bool = False,
     ray_address: str | None = None,
     workers: int = 2,
+    force_new: bool = False,
+    retry_errors: bool = True,
 ) -> RunSummary:
     """Run (or resume) an experiment into ``out``; see the module docstring.
 
     ``concurrency``: episodes at once (per worker with ``engine="ray"``, on ``workers`` actors).
     ``limit`` runs at most that many new episodes; ``provider`` overrides the model's provider
-    (local engine only; tests use it to watch the scripted server).
+    (local engine only; tests use it to watch the scripted server). A resume must have the run's
+    fingerprint (else ``ValueError`` with the differences); ``force_new`` moves what ``out`` holds
+    to ``OUT.old-<time>`` and starts afresh. ``retry_errors``: episodes stored with a retryable
+    provider error are run again (the new result replaces them).
     """
     spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
     task_ids = tuple(tasks) if tasks is not None else None
@@ -188,27 +207,31 @@ def run_suite(
         raise ValueError("Ray workers load the suite themselves: give a built-in name, a path or a module "
                          "(load_suite), not a Suite built in this process")
     out_dir = Path(out)
+    set_aside = _set_aside(out_dir) if force_new else None
     out_dir.mkdir(parents=True, exist_ok=True)
     config = RunConfig(suite_ref=suite_obj.ref or suite_obj.name, model=spec, out_dir=str(out_dir.resolve()),
                        sandbox=sandbox or SandboxConfig(), tasks=task_ids, budget=dict(budget or {}),
                        system_prompt=system_prompt, stream=stream)
+    config = replace(config, fingerprint=fingerprint(config, suite_obj))
     meta = RunMeta(suite=suite_obj.name, suite_ref=config.suite_ref, model=spec.name, modes=list(modes),
-                   repeats=repeats, budget=config.budget, backend=config.sandbox.backend, engine=engine)
+                   repeats=repeats, tasks=suite_obj.ids, budget=config.budget, backend=config.sandbox.backend,
+                   engine=engine, fingerprint=config.fingerprint, fingerprint_id=fingerprint_id(config.fingerprint))
     meta = meta.merge(RunMeta.read(out_dir))
     meta.write(out_dir)
 
-    summary = RunSummary(out_dir=out_dir)
+    summary = RunSummary(out_dir=out_dir, set_aside=set_aside)
     with ResultsStore(out_dir / RESULTS) as store:
         keys = plan(suite_obj, modes, repeats)
-        done = store.done()
+        done = store.done(retry_errors=retry_errors)
         pending = [k for k in keys if k not in done]
+        summary.retried = len(store.done() & set(pending))
         summary.planned, summary.already_done = len(keys), len(keys) - len(pending)
         if limit is not None:
             pending = pending[: max(0, limit)]
         rates = ModeRates(modes)
         wanted = set(keys)
         for r in store.results():
-            if r.key in wanted:
+            if r.key in wanted and r.key in done:
                 rates.add(r.mode, r.correct)
         label = f"{suite_obj.name} · {spec.name}"
         with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates)) as bar:
@@ -221,7 +244,7 @@ def run_suite(
                 runner = EpisodeRunner(config, suite=suite_obj, provider=provider)
                 outcomes = _local(runner, pending, concurrency, bar)
             try:
-                _consume(outcomes, store, rates, bar, summary)
+                _consume(outcomes, store, rates, bar, summary, config.fingerprint)
             except KeyboardInterrupt:
                 summary.interrupted = True
             finally:
@@ -234,11 +257,26 @@ def run_suite(
     return summary
 
 
+def _set_aside(out_dir: Path) -> Path | None:
+    """Move a run directory's contents to ``OUT.old-<UTC time>`` (nothing is deleted)."""
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    target = out_dir.with_name(f"{out_dir.name}.old-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = out_dir.with_name(f"{out_dir.name}.old-{stamp}-{n}")
+    out_dir.rename(target)
+    return target
+
+
 def _consume(outcomes: Iterator[EpisodeResult | EpisodeFailure], store: ResultsStore, rates: ModeRates,
-             bar: Bar, summary: RunSummary) -> None:
+             bar: Bar, summary: RunSummary, fp: dict[str, Any]) -> None:
     for outcome in outcomes:
         if isinstance(outcome, EpisodeFailure):
             summary.failures.append(outcome)
+            record_failure(summary.out_dir, outcome.key, outcome.error, fingerprint_id(fp, outcome.key.task_id))
             bar.note(f"harness failure in {outcome.key}: {outcome.error}")
             bar.advance(failed=True, status=str(rates))
             if outcome.fatal:

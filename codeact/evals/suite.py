@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
 from ..runtime.toolset import Toolset
-from .checks import Check, exact
+from .checks import Check, custom, exact
 
 __all__ = ["MODES", "EpisodeKey", "Mode", "Suite", "Task", "load_suite"]
 
@@ -55,6 +55,7 @@ class Task:
     instruction: str
     tools: Callable[[], Toolset | Iterable[Any]]
     expected: Any = None
+    #: A :class:`Check`, or a predicate given the typed answer (:func:`.checks.decode`).
     check: Check | Callable[[Any], bool] | None = None
     #: Overrides of the run's Budget fields for this task (e.g. ``{"max_turns": 4}``).
     budget: Mapping[str, Any] = field(default_factory=dict)
@@ -77,8 +78,8 @@ class Task:
     def checker(self) -> Check:
         if isinstance(self.check, Check):
             return self.check
-        if self.check is not None:
-            return Check(getattr(self.check, "__name__", "custom"), self.check)
+        if self.check is not None:  # a plain predicate gets the typed answer too
+            return custom(self.check, getattr(self.check, "__name__", "custom"))
         return exact(self.expected)
 
     def make_tools(self) -> Toolset:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import email.utils
 import json
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
+from .._text import parse_retry_after
 from ..errors import ToolError
+
+__all__ = ["HttpClient", "default_client", "parse_retry_after", "redact", "status_error"]
 
 __all__ = ["HttpClient", "default_client", "redact"]
 
@@ -151,19 +152,3 @@ def _detail(text: str) -> str:
                 break
     text = " ".join(text.split())
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None when absent or bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

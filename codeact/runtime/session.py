@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -22,7 +22,9 @@ from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..tool_stubs import render_stubs
 from . import _lifecycle
+from . import events as _events
 from ._loop import LoopThread
+from .events import EventHook, RunEvent
 from .ledger import CallLedger
 from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
 from .toolhost import CallDeadline, PermissionHook, ToolHost
@@ -116,6 +118,11 @@ class Runtime:
         session.last_used = time.monotonic()
         return session
 
+    def interrupt(self) -> None:
+        """Interrupt the running code of every session (from any thread); see ``Session.interrupt``."""
+        for session in list(self._sessions):
+            session.interrupt()
+
     def close(self) -> None:
         if self.closed:
             return
@@ -177,6 +184,7 @@ class Session:
         self._host: ToolHost | None = None  # set while replaying: answers calls from the records
         self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
         self._restored = False  # the next result says restored
+        self._interrupted = False
 
     @property
     def workspace(self) -> Path:
@@ -201,10 +209,24 @@ class Session:
             self._ensure()
         return self
 
-    def run(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
-        """Run one code action; never raises for anything the code does."""
+    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None) -> ExecutionResult:
+        """Run one code action; never raises for anything the code does.
+
+        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread.
+        """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if on_event is not None:
+            return _events.run_with_events(self, code, timeout_s, on_event)
+        return self._run(code, timeout_s, None)
+
+    def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
+        """``async for event in session.stream(code)``: the run's live events, ``done`` last."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        return _events.stream(self, code, timeout_s)
+
+    def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:
             self.last_used = time.monotonic()
             note = None
@@ -215,26 +237,34 @@ class Session:
                     _lifecycle.forget_state(self)
                     note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
             restored, self._restored = self._restored, False
-            result = self._run_cell(code, timeout_s)
+            result = self._run_cell(code, timeout_s, sink=sink)
             result.restored = restored
             if note is not None:
                 result.reason = note if result.reason is None else f"{result.reason}; {note}"
             self.last_used = time.monotonic()
             return result
 
-    def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True) -> ExecutionResult:
+    def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True,
+                  sink: _events._Sink | None = None) -> ExecutionResult:
         """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
         driver = self._ensure()
-        ledger = CallLedger(self.cache)
+        self._interrupted = False
+        ledger = CallLedger(self.cache) if sink is None else sink.ledger(self.cache)
         started_ns = time.time_ns()
 
         on_call = self._call_handler(driver, ledger)
 
         timeout = timeout_s or self.config.timeout_s
+        if sink is not None:
+            sink.attach(driver)  # a listener may interrupt the run from here ...
         outcome = driver.run(code, on_call, timeout,
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                             grace_s=self.config.grace_s)
+                             grace_s=self.config.grace_s, on_output=sink.output if sink is not None else None)
+        if sink is not None:
+            sink.detach()  # ... to here, never a later run
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
+        if self._interrupted and not result.ok:
+            result.termination, result.reason = "interrupted", "the run was interrupted on request"
         result.files = _written_files(driver.sandbox.workspace, started_ns)
         if outcome.state_lost:
             self._discard()
@@ -249,6 +279,14 @@ class Session:
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    def interrupt(self) -> None:
+        """Stop the running code (from any thread): the run ends ``interrupted``, its records kept.
+        Code that catches ``KeyboardInterrupt`` runs on; does nothing when no run is in progress."""
+        driver = self._driver
+        if driver is not None and self._lock.locked():
+            self._interrupted = True
+            driver._interrupt()
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
         """Bound what the sandbox can make the host keep: calls per run and argument size."""

@@ -70,7 +70,7 @@ class CellRecord(BaseModel):
         """The record of a run, from its result and the ledger's full (unbounded) call records."""
         status: Literal["completed", "raised", "inexact"] = "completed"
         reason = None
-        if result.state_lost or result.termination in ("timeout", "output_limit", "killed"):
+        if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted"):
             status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
         elif result.error is not None:
             status = "raised"

@@ -1,4 +1,7 @@
-"""Where code runs: the ``Sandbox`` seam, its backends (docker, local) and the kernel protocol."""
+"""Where code runs: the ``Sandbox`` seam, its backends (docker, local) and the kernel protocol.
+
+Floor 2 of the layers (docs/architecture.md): imports ``errors``, ``results``, ``tool_stubs``, never a higher floor.
+"""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ KERNEL_FILES: tuple[str, ...] = (
     "sandbox/kernel.py",
     "sandbox/protocol.py",
     "sandbox/_restricted.py",
+    "sandbox/_restricted_ast.py",
+    "sandbox/_restricted_modules.py",
     "tool_stubs/client.py",
 )
 

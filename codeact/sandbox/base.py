@@ -14,7 +14,8 @@ __all__ = ["ExitStatus", "Sandbox", "SandboxConfig"]
 
 
 class SandboxConfig(BaseModel):
-    """Where and under which limits code runs. Docker is the isolation; ``local`` is not."""
+    """Where and under which limits code runs. Docker is the isolation; ``local`` is bubblewrap's
+    namespaces where bwrap works (``isolation``), else a plain subprocess (not a boundary)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -33,6 +34,9 @@ class SandboxConfig(BaseModel):
     policy: Literal["auto", "none", "restricted"] = Field(
         "auto", description="restricted = RestrictedPython; auto = restricted on local, none on docker"
     )
+    isolation: Literal["auto", "bwrap", "none"] = Field(
+        "auto", description="local backend: bwrap = bubblewrap namespaces; auto = bwrap when installed"
+    )
     image: str | None = Field(None, description="a prepared sandbox image tag; built when None")
     base_image: str | None = Field(None, description="build the sandbox image FROM this local image")
     pip: tuple[str, ...] = Field((), description="packages baked into the built image")
@@ -47,6 +51,8 @@ class SandboxConfig(BaseModel):
     def _check(self) -> SandboxConfig:
         if self.backend == "docker" and self.policy == "restricted":
             raise ValueError("policy='restricted' is for the local backend; in Docker the container is the boundary")
+        if self.backend == "docker" and self.isolation == "bwrap":
+            raise ValueError("isolation='bwrap' is for the local backend; in Docker the container is the boundary")
         bad = [m for m in self.preload if not all(part.isidentifier() for part in m.split("."))]
         if bad:
             raise ValueError(f"preload takes module names like 'pandas' or 'os.path', not {bad[0]!r}")

@@ -20,12 +20,16 @@ from ..errors import ProtocolViolation, SandboxUnavailable
 from .base import Sandbox
 from .protocol import VERSION, FrameError, PeerClosed, encode
 
-__all__ = ["CallHandler", "KernelDriver", "RunOutcome"]
+__all__ = ["CallHandler", "KernelDriver", "OutputHandler", "RunOutcome"]
 
 #: (seq, tool name, arguments, frame size in bytes) → None, or a (monotonic deadline, callback)
 #: the driver calls once the deadline passes (it wakes for it while it waits for frames anyway).
 #: Must not block: answer later with ``driver.reply``.
 CallHandler = Callable[[int, str, Any, int], "tuple[float, Callable[[], None]] | None"]
+
+
+#: (stream name, text) → None: output of a streaming run, in the order the code wrote it. Must not block.
+OutputHandler = Callable[[str, str], None]
 
 
 class _Strict(BaseModel):
@@ -72,6 +76,15 @@ class _Done(_Strict):
     final: dict[str, Any] | None = None
 
 
+class _OutputFrame(_Strict):
+    """Output a streaming run wrote since the last frame: [stream, text] pairs in order."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)  # JSON has no tuples: pairs come as lists
+    type: Literal["output"]
+    id: str
+    chunks: list[tuple[Literal["stdout", "stderr"], str]] = Field(max_length=10_000)
+
+
 @dataclass
 class RunOutcome:
     """What the kernel reported for one run, or how the run ended without a report."""
@@ -92,6 +105,7 @@ class KernelDriver:
         self.sandbox = sandbox
         self._write_lock = threading.Lock()
         self.dead = False
+        self._on_output: OutputHandler | None = None
 
     def _send(self, message: dict[str, Any]) -> None:
         data = encode(message)
@@ -121,10 +135,14 @@ class KernelDriver:
             raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
-            output_limit: int, grace_s: float) -> RunOutcome:
-        """Run one cell; returns when the kernel reports, dies, or is killed at the deadline."""
+            output_limit: int, grace_s: float, on_output: OutputHandler | None = None) -> RunOutcome:
+        """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
+
+        ``on_output``: the kernel streams the output as it is written (``output`` frames).
+        """
         run_id = uuid.uuid4().hex
         started = time.monotonic()
+        self._on_output = on_output
         outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit)
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
@@ -134,7 +152,7 @@ class KernelDriver:
         chan = self.sandbox.channel
         try:
             self._send({"type": "run", "id": run_id, "code": code, "output_cap": output_cap,
-                        "output_limit": output_limit})
+                        "output_limit": output_limit, **self._streaming()})
         except OSError:
             return self._died(interrupted=False)
         interrupted = False
@@ -153,9 +171,8 @@ class KernelDriver:
                 self._interrupt()
                 deadline = time.monotonic() + grace_s
                 continue
-            chan.sock.settimeout(min(remaining, timers[0][0] - now) if timers else remaining)
             try:
-                message = chan.recv()
+                message = self._recv(run_id, min(remaining, timers[0][0] - now) if timers else remaining)
             except TimeoutError:
                 continue
             except PeerClosed:
@@ -181,6 +198,34 @@ class KernelDriver:
                 return RunOutcome(done.termination, done=done, interrupted=interrupted)
             else:
                 return self._violation(f"unexpected frame type {str(kind)[:40]!r}")
+
+    def _streaming(self) -> dict[str, Any]:
+        return {"stream": True} if self._on_output is not None else {}
+
+    def _recv(self, run_id: str, wait: float) -> dict[str, Any]:
+        """The next frame that is not streamed output (that goes to ``on_output`` on the way);
+        ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
+        chan = self.sandbox.channel
+        until = time.monotonic() + wait
+        chan.sock.settimeout(wait)
+        while True:
+            message = chan.recv()
+            if message.get("type") != "output":
+                return message
+            if self._on_output is None:
+                raise FrameError("an 'output' frame for a run that did not ask for streaming")
+            try:
+                frame = _OutputFrame.model_validate(message)
+            except ValidationError as exc:
+                raise FrameError(f"malformed output frame: {_one_line(exc)}") from None
+            if frame.id != run_id:
+                raise FrameError("an 'output' frame for a run that is not in progress")
+            for name, text in frame.chunks:
+                self._on_output(name, text)
+            left = until - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            chan.sock.settimeout(left)
 
     def _interrupt(self) -> None:
         try:

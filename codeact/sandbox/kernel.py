@@ -38,6 +38,8 @@ DEFAULT_SOCKET = "/run/codeact/channel.sock"
 _MAX_MESSAGE = 8000
 _MAX_TRACEBACK = 20000
 _MAX_VALUE = 256 * 1024
+_LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
+_LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
 
 
 class _OutputLimit(BaseException):
@@ -61,7 +63,8 @@ class _Stream:
         self.cap = cap
         self.truncated = False
 
-    def add(self, text: str) -> None:
+    def add(self, text: str) -> str:
+        """Keep what fits; return the kept part."""
         room = self.cap - self.kept
         if len(text) > room:
             self.truncated = True
@@ -69,6 +72,7 @@ class _Stream:
         if text:
             self.parts.append(text)
             self.kept += len(text)
+        return text
 
 
 class _Output:
@@ -78,6 +82,8 @@ class _Output:
         self.lock = threading.Lock()
         self.read_fds = write_fds
         self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in write_fds}
+        #: (stream, text) kept but not yet streamed to the host; None unless the run asked for events.
+        self.live: list[tuple[str, str]] | None = None
         self.reset(1 << 20, 128 << 20)
 
     def reset(self, cap: int, hard_limit: int) -> None:
@@ -93,7 +99,9 @@ class _Output:
             self.total += len(text)
             if self.total > self.hard_limit:
                 self.limit_hit = True
-            self.streams[name].add(text)
+            kept = self.streams[name].add(text)
+            if self.live is not None and kept:
+                self.live.append((name, kept))
             return not self.limit_hit
 
     def pump(self, name: str, fd: int) -> bool:
@@ -228,6 +236,9 @@ class Kernel:
         self.read_fds = _capture_fds()
         self.output = _Output(self.read_fds)
         self.final: list[Any] = []
+        self.live_lock = threading.Lock()  # one flush at a time, so output frames keep their order
+        self.live_id: str | None = None
+        self.live_flushed = 0.0
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self._compile = self._compile_plain
         if policy == "restricted":
@@ -252,6 +263,8 @@ class Kernel:
 
     # -- channel -------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
+        if self.live_id is not None and message.get("type") == "call":
+            self._flush_live()  # what the code printed before the call reaches the host before it
         data = protocol.encode(message)
         with self.write_lock:
             self.channel.sock.sendall(data)
@@ -278,14 +291,42 @@ class Kernel:
         names = {fd: name for name, fd in self.read_fds.items()}
         open_fds = set(names)
         while True:
-            readable, _, _ = select.select(list(open_fds), [], [], 1.0)
+            streaming = self.live_id is not None
+            readable, _, _ = select.select(list(open_fds), [], [], _LIVE_PERIOD if streaming else 1.0)
             for fd in readable:
                 with self.fd_lock:
                     if not self.output.pump(names[fd], fd):
                         open_fds.discard(fd)  # at EOF select would report it readable forever
+            if streaming and time.monotonic() - self.live_flushed >= _LIVE_PERIOD:
+                self._flush_live()
             if self.output.limit_hit and self.running:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.05)
+
+    def _flush_live(self, last: bool = False) -> None:
+        """Send the output kept since the last flush as ``output`` frames (streaming runs only)."""
+        with self.live_lock:
+            run_id = self.live_id
+            with self.output.lock:
+                chunks = self.output.live or []
+                self.output.live = None if last else []
+            if last:
+                self.live_id = None
+            self.live_flushed = time.monotonic()
+            merged: list[list[str]] = []
+            for name, text in chunks:  # coalesce neighbours of one stream; bound each frame
+                if merged and merged[-1][0] == name and len(merged[-1][1]) + len(text) <= _LIVE_FRAME_CHARS:
+                    merged[-1][1] += text
+                else:
+                    merged.extend([name, text[i:i + _LIVE_FRAME_CHARS]]
+                                  for i in range(0, len(text), _LIVE_FRAME_CHARS))
+            if run_id is not None and merged:
+                try:
+                    data = protocol.encode({"type": "output", "id": run_id, "chunks": merged})
+                    with self.write_lock:
+                        self.channel.sock.sendall(data)
+                except OSError:
+                    pass
 
     def _drain_now(self) -> None:
         for name, fd in self.read_fds.items():
@@ -359,6 +400,9 @@ class Kernel:
         filename = f"<cell-{self.cell_count}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         self.output.reset(int(request.get("output_cap", 1 << 20)), int(request.get("output_limit", 128 << 20)))
+        if request.get("stream"):  # the host listens for events: stream output as it is written
+            with self.live_lock:
+                self.output.live, self.live_id = [], str(request.get("id"))
         self.final.clear()
         saved = sys.stdout, sys.stderr
         sys.stdout = _Writer(self.output, "stdout", 1)  # type: ignore[assignment]
@@ -377,6 +421,8 @@ class Kernel:
         self, request: dict[str, Any], filename: str, value: Any, exc: BaseException | None
     ) -> dict[str, Any]:
         self._drain_now()
+        if self.live_id is not None:
+            self._flush_live(last=True)
         done: dict[str, Any] = {"type": "done", "id": request.get("id"), "termination": "completed"}
         if isinstance(exc, _FinalAnswer):
             done["final"] = {"value": _encode_value(self.final[0] if self.final else None)}

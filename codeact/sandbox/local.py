@@ -1,8 +1,10 @@
-"""The ``local`` backend: the kernel in a subprocess with rlimits.
+"""The ``local`` backend: the kernel in a subprocess with rlimits, inside bubblewrap where it exists.
 
-Not a security boundary. The subprocess runs as the same user on the same filesystem; rlimits,
-an empty environment, a scratch working directory and the RestrictedPython policy only make
-accidents and casual escapes harder. Use the Docker backend for untrusted code.
+With ``isolation="bwrap"`` (the default where bwrap works) the kernel runs in fresh namespaces:
+no network, no host processes, the system read-only and the scratch directory the only writable
+place (see ``_bwrap``). With ``isolation="none"`` it is a plain subprocess of the same user on the
+same filesystem: rlimits, an empty environment, a scratch working directory and the
+RestrictedPython policy only make accidents and casual escapes harder.
 """
 
 from __future__ import annotations
@@ -16,20 +18,31 @@ import sys
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
+from . import _bwrap
 from ._channel import ChannelListener
 from ._kernel_files import materialize
 from .base import ExitStatus, SandboxConfig
 from .protocol import FrameSocket
 
-__all__ = ["LocalSandbox"]
+__all__ = ["LocalSandbox", "isolation_report"]
+
+#: What ``codeact doctor`` says about the local backend's isolation (bwrap found and working?).
+isolation_report = _bwrap.doctor_report
 
 _MB = 1024 * 1024
 
 
-def _restricted_path() -> str:
+def _restricted_package() -> Path:
     import RestrictedPython
 
-    return str(Path(RestrictedPython.__file__).resolve().parent.parent)
+    return Path(RestrictedPython.__file__).resolve().parent
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class LocalSandbox:
@@ -41,6 +54,7 @@ class LocalSandbox:
         self.workspace = workspace
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: FrameSocket | None = None
+        self.isolation = _bwrap.resolve_isolation(config.isolation)
 
     @property
     def channel(self) -> FrameSocket:
@@ -59,15 +73,38 @@ class LocalSandbox:
         if os.geteuid() != 0:  # root ignores RLIMIT_NPROC, and it counts the whole user
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg.pids_limit,) * 2)
 
+    def _command(self, socket_path: Path, policy: str) -> list[str]:
+        kernel_dir = materialize()
+        if self.isolation != "bwrap":
+            cmd = [sys.executable, "-E", "-s", "-B", str(kernel_dir / "kernel.py"),
+                   "--connect", str(socket_path), "--policy", policy]
+            if policy == "restricted":
+                cmd += ["--extra-path", str(_restricted_package().parent)]
+            return cmd
+        ok, reason = _bwrap.bwrap_status()
+        if not ok:
+            raise SandboxUnavailable(f"isolation='bwrap': {reason}")
+        exe, _prefixes = _bwrap.interpreter()
+        cmd = [exe, "-E", "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
+               "--connect", str(socket_path), "--policy", policy]
+        extra = None
+        if policy == "restricted":
+            extra = str(_restricted_package())
+            cmd += ["--extra-path", _bwrap.EXTRA_DIR]
+        return _bwrap.bwrap_command(
+            cmd, kernel_dir=kernel_dir, workspace=self.workspace.resolve(),
+            session_dir=self.session_dir.resolve(), extra_path=extra,
+        )
+
     def start(self) -> None:
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(parents=True, exist_ok=True)
         listener = ChannelListener(self.session_dir)
-        policy = self.config.effective_policy()
-        cmd = [sys.executable, "-E", "-s", "-B", str(materialize() / "kernel.py"),
-               "--connect", str(listener.path), "--policy", policy]
-        if policy == "restricted":
-            cmd += ["--extra-path", _restricted_path()]
+        try:
+            cmd = self._command(Path(listener.path).resolve(), self.config.effective_policy())
+        except SandboxUnavailable:
+            listener.close()
+            raise
         log = open(self.session_dir / "kernel.log", "wb")
         try:
             self._proc = subprocess.Popen(
@@ -108,6 +145,8 @@ class LocalSandbox:
             code = self._proc.returncode
         if code is not None and code < 0:
             return ExitStatus(signal=-code, detail=signal.Signals(-code).name)
+        if self.isolation == "bwrap" and code is not None and 128 < code < 128 + 65:
+            return ExitStatus(signal=code - 128, detail=_signal_name(code - 128))
         return ExitStatus(exit_code=code)
 
     def close(self) -> None:

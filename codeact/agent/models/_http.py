@@ -10,7 +10,6 @@ a stream cut after that simply ends (the caller's accumulator reports it as trun
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import functools
 import json
 import random
@@ -23,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from codeact._text import one_line, retry_after_seconds
 from codeact.errors import ModelError
 
 __all__ = ["HTTPOptions", "SSEDecoder", "SSEEvent", "Transport"]
@@ -81,12 +81,6 @@ class SSEDecoder:
         return None
 
 
-def one_line(text: str, limit: int = 500) -> str:
-    """Collapse whitespace to a single line and cap its length."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def error_detail(body: bytes) -> str:
     """The provider's error message from an OpenAI- or Anthropic-shaped error body."""
     try:
@@ -101,24 +95,6 @@ def error_detail(body: bytes) -> str:
     if isinstance(err, str):
         return one_line(err)
     return one_line(json.dumps(data))
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked us to wait, if it said."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
 
 
 class Transport:
@@ -151,11 +127,22 @@ class Transport:
                 retryable = should == "true"
             if not retryable:
                 return None
-            hint = _retry_after(response.headers)
+            hint = retry_after_seconds(response.headers)
             if hint is not None and 0 <= hint <= self.options.max_retry_after:
                 return hint
         backoff: float = min(self.options.backoff_base * 2**attempt, self.options.backoff_max)
         return backoff * (1 - 0.25 * random.random())
+
+    def _wait_or_raise(self, attempt: int, response: httpx.Response | None = None,
+                       exc: httpx.TransportError | None = None) -> float:
+        """The one retry decision of every loop below: seconds to wait, or the final ModelError."""
+        delay = self._delay(attempt, response)
+        if delay is not None:
+            return delay
+        if response is not None:
+            raise self._status_error(response, attempt + 1)
+        assert exc is not None
+        raise self._transport_error(exc, attempt + 1) from None
 
     def _status_error(self, response: httpx.Response, attempts: int) -> ModelError:
         status = response.status_code
@@ -198,27 +185,24 @@ class Transport:
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """POST and return the decoded JSON answer, retrying per the policy."""
-        attempt = 0
+        attempt = -1
         while True:
+            attempt += 1
             try:
                 response = self._sync_client().post(url, headers=headers, json=body)
             except httpx.TransportError as exc:
-                delay = self._delay(attempt, None)
-                if delay is None:
-                    raise self._transport_error(exc, attempt + 1) from None
+                delay = self._wait_or_raise(attempt, exc=exc)
             else:
                 if response.is_success:
                     return self._decode(response)
-                delay = self._delay(attempt, response)
-                if delay is None:
-                    raise self._status_error(response, attempt + 1)
+                delay = self._wait_or_raise(attempt, response)
             time.sleep(delay)
-            attempt += 1
 
     def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
         """POST and yield the SSE events of the answer; a cut stream just ends."""
-        attempt = 0
+        attempt = -1
         while True:
+            attempt += 1
             try:
                 with self._sync_client().stream("POST", url, headers=headers, json=body) as response:
                     if response.is_success:
@@ -233,15 +217,10 @@ class Transport:
                         return
                     response.read()
             except httpx.TransportError as exc:
-                delay = self._delay(attempt, None)
-                if delay is None:
-                    raise self._transport_error(exc, attempt + 1) from None
+                delay = self._wait_or_raise(attempt, exc=exc)
             else:
-                delay = self._delay(attempt, response)
-                if delay is None:
-                    raise self._status_error(response, attempt + 1)
+                delay = self._wait_or_raise(attempt, response)
             time.sleep(delay)
-            attempt += 1
 
     # -- async --------------------------------------------------------------------------------
 
@@ -253,17 +232,12 @@ class Transport:
                 try:
                     response = await client.post(url, headers=headers, json=body)
                 except httpx.TransportError as exc:
-                    delay = self._delay(attempt, None)
-                    if delay is None:
-                        raise self._transport_error(exc, attempt + 1) from None
+                    delay = self._wait_or_raise(attempt, exc=exc)
                 else:
                     if response.is_success:
                         return self._decode(response)
-                    delay = self._delay(attempt, response)
-                    if delay is None:
-                        raise self._status_error(response, attempt + 1)
+                    delay = self._wait_or_raise(attempt, response)
                 await asyncio.sleep(delay)
-                attempt += 1
 
     async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
@@ -284,12 +258,7 @@ class Transport:
                             return
                         await response.aread()
                 except httpx.TransportError as exc:
-                    delay = self._delay(attempt, None)
-                    if delay is None:
-                        raise self._transport_error(exc, attempt + 1) from None
+                    delay = self._wait_or_raise(attempt, exc=exc)
                 else:
-                    delay = self._delay(attempt, response)
-                    if delay is None:
-                        raise self._status_error(response, attempt + 1)
+                    delay = self._wait_or_raise(attempt, response)
                 await asyncio.sleep(delay)
-                attempt += 1

@@ -115,16 +115,12 @@ def parse_message(
                 text = value if isinstance(value, str) else json.dumps(value)
                 calls.append(ToolCall.from_raw(call_id, name, text))
     raw_reason = str(data.get("stop_reason") or "")
-    usage = data.get("usage") or {}
-    input_tokens = sum(
-        int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
     return ModelResponse(
         text="".join(texts),
         tool_calls=calls,
         stop_reason="error" if truncated else _STOP.get(raw_reason, "other"),
         raw_stop_reason=raw_reason,
-        usage=Usage(input_tokens=input_tokens, output_tokens=int(usage.get("output_tokens") or 0)),
+        usage=Usage.from_wire(data.get("usage")),
         raw=data,
         truncated=truncated,
     )

@@ -100,16 +100,12 @@ def parse_completion(data: dict[str, Any], *, truncated: bool = False) -> ModelR
         stop = "refusal"
     elif calls and stop == "end_turn":  # e.g. Ollama answers "stop" alongside tool calls
         stop = "tool_use"
-    usage = data.get("usage") or {}
     return ModelResponse(
         text=str(message.get("content") or message.get("refusal") or ""),
         tool_calls=calls,
         stop_reason=stop,
         raw_stop_reason=raw_reason,
-        usage=Usage(
-            input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
-        ),
+        usage=Usage.from_wire(data.get("usage")),
         raw=data,
         truncated=truncated,
     )

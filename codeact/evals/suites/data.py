@@ -18,7 +18,7 @@ from ...errors import ToolError
 from ...runtime.toolset import Toolset, tool
 from ..checks import exact, list_equal, numeric, set_equal
 from ..suite import Suite, Task
-from ._script import call, calls, py
+from ._script import answer, call, calls, py
 
 __all__ = ["CUSTOMERS", "ORDERS", "RATES", "SUITE", "make_tools"]
 
@@ -218,7 +218,7 @@ for o in orders:
 final_answer(round(total, 2))
 ''')],
         "json": [_TABLES, _pages("orders", len(ORDERS)), _rates(_Q1),
-                 f"{_q1_revenue():.2f} USD of completed orders in January to March 2024."],
+                 answer(_q1_revenue(), f"{_q1_revenue():.2f} USD of completed orders in January to March 2024.")],
     },
 )
 
@@ -242,7 +242,7 @@ for o in orders:
 final_answer(customers[max(spend, key=spend.get)])
 ''')],
         "json": [_TABLES, _pages("orders", len(ORDERS)), _pages("customers", len(CUSTOMERS)), _rates(_COMPLETED),
-                 _top_customer()],
+                 answer(_top_customer())],
     },
 )
 
@@ -259,7 +259,7 @@ for o in orders:
     counts[o["status"]] = counts.get(o["status"], 0) + 1
 final_answer(counts)
 ''')],
-        "json": [_pages("orders", len(ORDERS)), f"```json\n{__import__('json').dumps(_STATUS)}\n```"],
+        "json": [_pages("orders", len(ORDERS)), answer(_STATUS, "Orders by status:")],
     },
 )
 
@@ -275,7 +275,8 @@ REFUND_COUNTRIES = Task(
 refunded = {o["customer_id"] for o in orders if o["status"] == "refunded"}
 final_answer(sorted({c["country"] for c in read_all("customers") if c["tier"] == "gold" and c["id"] in refunded}))
 ''')],
-        "json": [_pages("orders", len(ORDERS)), _pages("customers", len(CUSTOMERS)), ", ".join(_refund_countries())],
+        "json": [_pages("orders", len(ORDERS)), _pages("customers", len(CUSTOMERS)),
+                 answer(_refund_countries(), ", ".join(_refund_countries()))],
     },
 )
 
@@ -292,7 +293,7 @@ months = [f"2024-{m:02d}" for m in range(1, 7)]
 final_answer([sum(1 for o in orders if o["status"] == "completed" and o["date"].startswith(m)) for m in months])
 ''')],
         # A typical slip: counting from the first page only.
-        "json": [calls(call("read_table", name="orders", offset=0, limit=PAGE)), str(_monthly(ORDERS[:PAGE]))],
+        "json": [calls(call("read_table", name="orders", offset=0, limit=PAGE)), answer(_monthly(ORDERS[:PAGE]))],
     },
 )
 

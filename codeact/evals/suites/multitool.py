@@ -23,7 +23,7 @@ from ._m3_tools import (
     trade_tools,
     travel_tools,
 )
-from ._script import call, calls, py
+from ._script import answer, call, calls, py
 
 __all__ = ["SUITE"]
 
@@ -46,7 +46,7 @@ DECODE = Task(
             calls(call("base64_decode", text=MESSAGES[7])),
             calls(call("reverse", text=_STEP1)),
             calls(call("rot13", text=_STEP2)),
-            _PLAIN,
+            answer(_PLAIN),
         ],
     },
 )
@@ -86,7 +86,7 @@ DNA_TRANSLATE = Task(
             calls(call("get_sequence", name="seq-B")),
             calls(call("reverse_complement", sequence=SEQUENCES["seq-B"])),
             calls(call("translate", sequence=_RC_B)),
-            _translate(_RC_B),
+            answer(_translate(_RC_B)),
         ],
     },
 )
@@ -108,7 +108,7 @@ final_answer([n for n in names if gc[n] > 0.5])
         "json": [
             calls(*(call("get_sequence", name=n) for n in SEQUENCES)),
             calls(*(call("gc_content", sequence=s) for s in SEQUENCES.values())),
-            ", ".join(_GC_RICH),
+            answer(_GC_RICH, ", ".join(_GC_RICH)),
         ],
     },
 )
@@ -149,7 +149,7 @@ final_answer(min(cost, key=cost.get))
                   *(call("get_tariff", product="copper wire", market=m) for m in PRICES)),
             calls(*(call("convert_currency", amount=_landed_local(m), from_currency=PRICES[m][1], to_currency="USD")
                     for m in PRICES if PRICES[m][1] != "USD")),
-            _BEST_MARKET,
+            answer(_BEST_MARKET),
         ],
     },
 )
@@ -180,7 +180,7 @@ final_answer(flight["price_usd"] + 3 * hotel["price_per_night_usd"])
         "json": [
             calls(call("search_flights", origin="Pittsburgh", destination="Tokyo", date="2026-09-10"),
                   call("search_hotels", city="Tokyo", check_in="2026-09-10", nights=3)),
-            f"Total: {_TRAP:.2f} USD.",
+            answer(round(_TRAP, 2), f"Total: {_TRAP:.2f} USD."),
         ],
     },
 )
@@ -208,7 +208,7 @@ final_answer(float(price.split("$")[1]))
             calls(call("click", link="Kitchen")),
             calls(call("scroll_down")),
             calls(call("click", link="Blue Kettle")),
-            "The Blue Kettle costs $34.50.",
+            answer(34.5, "The Blue Kettle costs $34.50."),
         ],
     },
 )
@@ -243,7 +243,7 @@ final_answer(sum(1 for line in lines if float(line.rsplit("$", 1)[1]) < 20))
             calls(call("visit", url="https://shop.example/garden")),
             calls(call("scroll_down")),
             calls(call("scroll_down")),
-            f"{_cheap_garden()} products cost less than $20.",
+            answer(_cheap_garden(), f"{_cheap_garden()} products cost less than $20."),
         ],
     },
 )

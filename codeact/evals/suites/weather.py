@@ -15,7 +15,7 @@ from ...errors import ToolError
 from ...runtime.toolset import Toolset, tool
 from ..checks import numeric, set_equal
 from ..suite import Suite, Task
-from ._script import call, calls, py
+from ._script import answer, call, calls, py
 
 __all__ = ["STATIONS", "SUITE", "make_tools"]
 
@@ -106,7 +106,7 @@ final_answer(round(to_c(b) - to_c(p), 2))
             calls(call("get_weather", city="Pittsburgh"), call("get_weather", city="Beijing")),
             calls(call("convert_temperature", value=68.0, from_units="F", to_units="C"),
                   say="Beijing reports in °F; converting."),
-            "Beijing is 2.0 °C warmer (20.0 °C vs 18.0 °C).",
+            answer(2.0, "Beijing is 2.0 °C warmer (20.0 °C vs 18.0 °C)."),
         ],
     },
 )
@@ -124,7 +124,7 @@ final_answer(round(to_c(get_weather(city="Beijing")), 1))
         "json": [
             calls(call("get_weather", city="Beijing")),
             calls(call("convert_temperature", value=68.0, from_units="F", to_units="C")),
-            "It is 20.0 °C in Beijing.",
+            answer(20.0, "It is 20.0 °C in Beijing."),
         ],
     },
 )
@@ -152,7 +152,7 @@ final_answer(w["temperature"])
         "json": [
             calls(call("get_weather", city="Springfield")),
             calls(call("get_weather", city="Springfield, Missouri"), say="Two Springfields; the task says Missouri."),
-            "50 °F in Springfield, Missouri.",
+            answer(50, "50 °F in Springfield, Missouri."),
         ],
     },
 )
@@ -179,7 +179,7 @@ final_answer(w["temperature"] if w["units"] == "C" else (w["temperature"] - 32) 
         "json": [
             calls(call("get_weather", city="Tokyo")),
             calls(call("get_weather", city="Tokyo"), say="The station timed out (retryable); trying again."),
-            "It is 18 °C in Tokyo, with rain.",
+            answer(18, "It is 18 °C in Tokyo, with rain."),
         ],
     },
 )
@@ -201,7 +201,7 @@ final_answer(max(temps, key=temps.get))
         "json": [
             calls(*(call("get_weather", city=c) for c in _FIVE)),
             calls(*(call("convert_temperature", value=v, from_units="F", to_units="C") for v in (68.0, 91.4, 28.4))),
-            "Cairo",
+            answer("Cairo"),
         ],
     },
 )
@@ -223,7 +223,7 @@ final_answer(hot)
         # A typical slip: comparing raw readings, so Moscow's 28.4 °F passes as 28.4 °C.
         "json": [
             calls(*(call("get_weather", city=c) for c in _SIX)),
-            "Beijing, Cairo, Moscow",
+            answer(["Beijing", "Cairo", "Moscow"]),
         ],
     },
 )
@@ -248,7 +248,7 @@ final_answer(round(sum(temps) / len(temps), 2))
         "json": [
             calls(*(call("get_weather", city=c) for c in ("Pittsburgh", "Beijing", "Cairo", "Moscow"))),
             calls(*(call("convert_temperature", value=v, from_units="F", to_units="C") for v in (68.0, 91.4, 28.4))),
-            "The average is 17.25 °C ((18 + 20 + 33 - 2) / 4).",
+            answer(17.25, "The average is 17.25 °C ((18 + 20 + 33 - 2) / 4)."),
         ],
     },
 )

@@ -1,4 +1,4 @@
-"""Wire rendering and request checks for :mod:`codeact.agent.fake_server` (private).
+"""Wire rendering and request checks for :mod:`codeact.testing.fake_server` (private).
 
 A script entry in the neutral simple form is rendered as an OpenAI Chat Completions or Anthropic
 Messages answer, plain JSON or SSE events whose text and tool-call arguments are cut into many

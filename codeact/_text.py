@@ -1,0 +1,42 @@
+"""Small text and header helpers shared by every floor (floor 0: standard library only)."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+__all__ = ["one_line", "parse_retry_after", "retry_after_seconds"]
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """Collapse whitespace to a single line and cap it at ``limit`` characters (with an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a server asked for: ``retry-after-ms`` (OpenAI's, more precise) or ``retry-after``."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))

@@ -1,0 +1,256 @@
+"""Live events of one run: output as it is written, each tool call as it starts and ends, the result.
+
+    session.run(code, on_event=print)                 # the callback runs on the calling thread
+    async for event in session.stream(code): ...      # the same events, asynchronously
+
+Events, in order (``t``: seconds since the run started)::
+
+    stdout / stderr   text                 chunks as the code writes them, at most every ~50 ms;
+                                           together exactly the result's (capped) stream
+    call_started      id, name, arguments  when the host receives the call
+    call_finished     id, name, ok, result | error, duration_ms, cached
+    done              result               the ExecutionResult, the same as without events
+
+A run with no listener takes the plain path: the kernel streams nothing, the ledger observes
+nothing. With a listener the run goes on a worker thread and events are handed over in order
+through a queue, so a slow listener never stalls a tool call or the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from ..results import ExecutionResult, ToolCallError, ToolCallRecord
+from .ledger import CallLedger
+
+if TYPE_CHECKING:
+    from ..sandbox.driver import KernelDriver
+    from .session import Session
+
+__all__ = ["EVENT_ADAPTER", "CallFinished", "CallStarted", "EventHook", "ObservedLedger", "OutputChunk", "RunDone",
+           "RunEvent"]
+
+
+class _Event(BaseModel):
+    t: float = 0.0
+
+
+class OutputChunk(_Event):
+    """Text the code wrote to stdout or stderr (a chunk of the final stream, in order)."""
+
+    type: Literal["stdout", "stderr"]
+    text: str
+
+
+class CallStarted(_Event):
+    """The host received a tool call (its record is open)."""
+
+    type: Literal["call_started"] = "call_started"
+    id: str
+    name: str
+    arguments: Any = None
+
+    @classmethod
+    def of(cls, record: ToolCallRecord, t: float) -> CallStarted:
+        return cls(id=record.id, name=record.name, arguments=record.arguments, t=t)
+
+
+class CallFinished(_Event):
+    """A tool call ended (answered, failed, refused, cut off, or answered from the cache)."""
+
+    type: Literal["call_finished"] = "call_finished"
+    id: str
+    name: str
+    ok: bool
+    result: Any = None
+    error: ToolCallError | None = None
+    duration_ms: float = 0.0
+    cached: bool = False
+
+    @classmethod
+    def of(cls, record: ToolCallRecord, t: float) -> CallFinished:
+        return cls(id=record.id, name=record.name, ok=record.ok, result=record.result, error=record.error,
+                   duration_ms=record.duration_ms, cached=record.cached, t=t)
+
+
+class RunDone(_Event):
+    """The run ended; ``result`` is what ``run`` returns."""
+
+    type: Literal["done"] = "done"
+    result: ExecutionResult
+
+
+RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | RunDone, Field(discriminator="type")]
+#: Validates (or parses, with ``validate_json``) one event of any type.
+EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
+EventHook = Callable[[RunEvent], None]
+
+
+class _Sink:
+    """Collects one run's events from every thread, in order, into a queue; ends with ``None``."""
+
+    def __init__(self, output_cap: int) -> None:
+        self.started = time.monotonic()
+        self.queue: queue.SimpleQueue[RunEvent | None] = queue.SimpleQueue()
+        self.driver: KernelDriver | None = None
+        self.cancelled = False
+        self._cap = output_cap
+        self._sent = {"stdout": 0, "stderr": 0}
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.started, 6)
+
+    def output(self, name: str, text: str) -> None:
+        """From the driver: streamed output, bounded by the cap however much the kernel sends."""
+        room = self._cap - self._sent[name]
+        text = text[: max(room, 0)]
+        if text:
+            self._sent[name] += len(text)
+            self.queue.put(OutputChunk(type=name, text=text, t=self.now()))  # type: ignore[arg-type]
+
+    def started_call(self, record: ToolCallRecord) -> None:
+        self.queue.put(CallStarted.of(record, self.now()))
+
+    def finished_call(self, record: ToolCallRecord) -> None:
+        self.queue.put(CallFinished.of(record, self.now()))
+
+    def ledger(self, cache: dict[str, Any]) -> CallLedger:
+        return ObservedLedger(cache, self.started_call, self.finished_call)
+
+    def cancel(self) -> None:
+        """Stop the run: interrupt the code (the run then ends as usual, with its result)."""
+        with self._lock:
+            self.cancelled = True
+            driver = self.driver
+        if driver is not None:
+            driver._interrupt()
+
+    def attach(self, driver: KernelDriver) -> None:
+        """The run starts on ``driver``: ``cancel`` interrupts it from now until :meth:`detach`.
+        A run cancelled already does not start."""
+        with self._lock:
+            if self.cancelled:
+                raise _Cancelled
+            self.driver = driver
+
+    def detach(self) -> None:
+        with self._lock:
+            self.driver = None
+
+    def stop(self, thread: threading.Thread) -> None:
+        """Cancel and wait for the run to end. The interrupt is repeated: one that reaches the
+        kernel before it has begun running the cell is ignored there."""
+        while thread.is_alive():
+            self.cancel()
+            thread.join(_INTERRUPT_EVERY_S)
+
+
+class _Cancelled(Exception):
+    """The listener went away before the run started."""
+
+
+_INTERRUPT_EVERY_S = 0.5
+
+
+class ObservedLedger(CallLedger):
+    """A ledger that reports each call when it opens (``on_open``) and when it ends (``on_finish``).
+
+    ``open`` runs on the thread that received the call before the call is dispatched, so a
+    call's start is always reported before its end. ``on_finish`` may run on any thread.
+    """
+
+    def __init__(self, cache: dict[str, Any] | None, on_open: Callable[[ToolCallRecord], None],
+                 on_finish: Callable[[ToolCallRecord], None], prefix: str = "call") -> None:
+        super().__init__(cache, prefix)
+        self._on_open, self._on_finish = on_open, on_finish
+
+    def open(self, name: str, arguments: Any) -> ToolCallRecord:
+        record = super().open(name, arguments)
+        self._on_open(record)
+        return record
+
+    def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
+               cached: bool = False) -> bool:
+        ended = super().finish(record, result=result, error=error, cached=cached)
+        if ended:
+            self._on_finish(record)
+        return ended
+
+
+def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink, threading.Thread, list[Any]]:
+    """Start the run on a worker thread; its events go to the sink's queue, ``done`` last."""
+    sink = _Sink(session.config.output_cap)
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            result = session._run(code, timeout_s, sink)
+            box.append(result)
+            sink.queue.put(RunDone(result=result, t=sink.now()))
+        except BaseException as exc:  # e.g. SandboxUnavailable, SessionClosed: raised to the listener
+            box.append(exc)
+        finally:
+            sink.detach()
+            sink.queue.put(None)
+
+    thread = threading.Thread(target=work, name="codeact-run-events", daemon=True)
+    thread.start()
+    return sink, thread, box
+
+
+def _outcome(box: list[Any]) -> ExecutionResult:
+    if box and isinstance(box[0], BaseException):
+        raise box[0]
+    result: ExecutionResult = box[0]
+    return result
+
+
+def run_with_events(session: Session, code: str, timeout_s: float | None, on_event: EventHook) -> ExecutionResult:
+    """``Session.run`` with a listener: events are delivered on this thread, in order.
+
+    A listener that raises stops the run (the code is interrupted) and the exception propagates
+    once the run has ended.
+    """
+    sink, thread, box = _start(session, code, timeout_s)
+    failure: BaseException | None = None
+    try:
+        while (event := sink.queue.get()) is not None:
+            try:
+                on_event(event)
+            except BaseException as exc:
+                failure = exc
+                break
+    finally:
+        sink.stop(thread)  # at once if the run ended; else (listener failed, Ctrl-C) interrupt it first
+    if failure is not None:
+        raise failure
+    return _outcome(box)
+
+
+async def stream(session: Session, code: str, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
+    """The events of one run as an async iterator. Leaving early (``break``, cancellation,
+    ``aclose()``) interrupts the code and waits for the run to end, so the session is free again."""
+    sink, thread, box = _start(session, code, timeout_s)
+    finished = False
+    try:
+        while True:
+            try:
+                event = sink.queue.get_nowait()
+            except queue.Empty:
+                event = await asyncio.to_thread(sink.queue.get)
+            if event is None:
+                finished = True
+                break
+            yield event
+        _outcome(box)  # a run that could not start raises here
+    finally:
+        if not finished:
+            await asyncio.shield(asyncio.to_thread(sink.stop, thread))

@@ -1,0 +1,39 @@
+"""``Session.interrupt()`` / ``Runtime.interrupt()``: the run ends ``interrupted`` with its records, and
+the flag does not leak into the next run (the CLI's Ctrl-C is built on this)."""
+
+from __future__ import annotations
+
+import threading
+
+from codeact import Runtime, SandboxConfig, tool
+
+CODE = "started('x')\nimport time\nfor _ in range(1200):\n    time.sleep(0.1)\n"
+
+
+def _runtime(backend: str, started: threading.Event) -> Runtime:
+    @tool(name="started")
+    def started_(label: str) -> str:
+        """Say the code is running."""
+        started.set()
+        return label
+
+    return Runtime([started_], SandboxConfig(backend=backend))  # type: ignore[arg-type]
+
+
+def test_interrupt_ends_the_run_with_its_records(backend: str) -> None:
+    started = threading.Event()
+    with _runtime(backend, started) as rt, rt.session() as session:
+        session.interrupt()  # no run in progress: nothing happens, nothing is remembered
+        assert session.run("1 + 1").termination == "completed"
+
+        def stop() -> None:
+            assert started.wait(120)
+            rt.interrupt()
+
+        threading.Thread(target=stop, daemon=True).start()
+        result = session.run(CODE, timeout_s=300)
+        assert (result.termination, result.ok) == ("interrupted", False)
+        assert result.reason and "interrupted" in result.reason
+        assert [(c.name, c.result) for c in result.calls] == [("started", "x")]
+        after = session.run("2 + 2")  # the next run is not marked interrupted; the namespace survives
+        assert (after.termination, after.value) == ("completed", 4)
