@@ -186,17 +186,18 @@ class IdleSuspender:
 
 
 def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object) -> list[Session]:
-    """``n`` sessions restored from one snapshot, concurrently; all or none (the others are closed)."""
-    from concurrent.futures import ThreadPoolExecutor
+    """``n`` sessions restored from one snapshot, concurrently; all or none (the others are closed).
 
-    with ThreadPoolExecutor(max_workers=min(n, 8), thread_name_prefix="codeact-fork") as pool:
-        futures = [pool.submit(runtime.restore, snapshot, **options) for _ in range(n)]  # type: ignore[arg-type]
-        sessions, errors = [], []
-        for future in futures:
-            try:
-                sessions.append(future.result())
-            except BaseException as exc:
-                errors.append(exc)
+    The restores run on the runtime's own long-lived worker threads, not short-lived ones: a local
+    kernel under bwrap ``--die-with-parent`` dies with the thread that started it."""
+    futures = [runtime.loop.pool.submit(runtime.restore, snapshot, **options)  # type: ignore[arg-type]
+               for _ in range(n)]
+    sessions, errors = [], []
+    for future in futures:
+        try:
+            sessions.append(future.result())
+        except BaseException as exc:
+            errors.append(exc)
     if errors:
         for session in sessions:
             session.close()
