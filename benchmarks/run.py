@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from . import _report, cpu, fresh, gvisor, idle, memory, parallel, throughput, toolcall, toolsets, warm
+from . import _report, cpu, fresh, gvisor, idle, memory, parallel, sessions, throughput, toolcall, toolsets, warm
 from ._common import Context, Row, make_configs, na
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +45,7 @@ MEASURES = [
     Measure("parallel", parallel, 45),
     Measure("throughput", throughput, 20),
     Measure("fresh", fresh, 40),
+    Measure("sessions", sessions, 60),
     Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("toolsets", toolsets, 30),
     Measure("memory", memory, 30, docker_only=True),

@@ -19,10 +19,13 @@ from .errors import (
     CodeactError,
     ModelError,
     ProtocolViolation,
+    RestoreDiverged,
     RuntimeClosed,
     SandboxError,
     SandboxUnavailable,
     SessionClosed,
+    SnapshotError,
+    SnapshotInvalid,
     ToolArgumentsError,
     ToolDefinitionError,
     ToolError,
@@ -38,6 +41,7 @@ from .results import (
 from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
+from .runtime.snapshot import Snapshot
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs
@@ -83,6 +87,7 @@ __all__ = [
     "ModelError",
     "OutputChunk",
     "ProtocolViolation",
+    "RestoreDiverged",
     "RunDone",
     "RunEvent",
     "Runtime",
@@ -92,6 +97,9 @@ __all__ = [
     "SandboxUnavailable",
     "Session",
     "SessionClosed",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotInvalid",
     "Tool",
     "ToolArgumentsError",
     "ToolCallError",

@@ -11,6 +11,9 @@
     │   └── ProtocolViolation                the sandbox sent a frame out of protocol
     ├── SessionClosed                        the session was used after close()
     │   └── RuntimeClosed                    the runtime was used after close()
+    ├── SnapshotError                        a snapshot cannot be taken or restored (inexact cell, too large)
+    │   ├── SnapshotInvalid (ValueError)     a snapshot file is modified, foreign, corrupt or of another version
+    │   └── RestoreDiverged                  replay asked for another call / ended otherwise than recorded
     └── ModelError                           a model provider failed (HTTP status, bad response)
 
 An exception raised by the model's code is *data* in an ``ExecutionResult``, never one of these.
@@ -28,10 +31,13 @@ __all__ = [
     "ErrorCode",
     "ModelError",
     "ProtocolViolation",
+    "RestoreDiverged",
     "RuntimeClosed",
     "SandboxError",
     "SandboxUnavailable",
     "SessionClosed",
+    "SnapshotError",
+    "SnapshotInvalid",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolError",
@@ -117,6 +123,24 @@ class RuntimeClosed(SessionClosed):
 
 #: Deprecated spelling of :class:`CodeActError` (one spelling of the name: CodeAct).
 CodeactError = CodeActError
+
+
+class SnapshotError(CodeActError):
+    """A session snapshot cannot be taken or restored; the message says why and what to do."""
+
+
+class SnapshotInvalid(SnapshotError, ValueError):
+    """A snapshot file was refused before anything of it was used (modified, foreign key, corrupt)."""
+
+
+class RestoreDiverged(SnapshotError):
+    """Replaying a cell did not go as recorded; ``cell`` is its 1-based position, ``call`` the
+    1-based position of the first differing tool call in it (None when the outcome differed)."""
+
+    def __init__(self, message: str, *, cell: int, call: int | None = None) -> None:
+        self.cell = cell
+        self.call = call
+        super().__init__(message)
 
 
 class ModelError(CodeActError):

@@ -86,6 +86,9 @@ class ExecutionResult(BaseModel):
     #: Set by ``final_answer(x)`` in the code (``answered`` tells a None answer from none).
     final_answer: Any = None
     answered: bool = False
+    #: This run started from a state rebuilt by replay (after a lost sandbox with
+    #: ``SandboxConfig(recover=True)``, an idle suspension, or a lazy ``Runtime.restore``).
+    restored: bool = False
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)

@@ -10,7 +10,8 @@ import codeact
 PUBLIC = [
     "Budget", "CodeActAgent", "CodeError", "CodeActError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
-    "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session", "SessionClosed", "Tool",
+    "RestoreDiverged", "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session",
+    "SessionClosed", "Snapshot", "SnapshotError", "SnapshotInvalid", "Tool",
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import SandboxUnavailable, ToolDefinitionError
+from ..errors import SandboxUnavailable, SnapshotError, ToolDefinitionError
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
+from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec, render_stubs
 from . import _live
 from ._interrupt import EXIT_INTERRUPTED, interrupts
@@ -81,6 +82,8 @@ def exec_command(
     image: Image = None,
     pip: Pip = None,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one ExecutionResult JSON")] = False,
+    session_file: Annotated[Path | None, typer.Option(
+        "--session", help="snapshot file: restore the session from it first (if it exists), save it after")] = None,
     events: Annotated[bool, typer.Option("--events", help="print the run's live events as JSON lines; "
                                          "the last, 'done', holds the result")] = False,
 ) -> None:
@@ -99,11 +102,16 @@ def exec_command(
         runtime = Runtime(toolset, config)
         try:
             with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close
-                with runtime.session() as session:
+                with _open_session(runtime, session_file, config) as session:
                     result: ExecutionResult = session.run(code, on_event=listener)
+                    if session_file is not None:  # a cell that cannot be replayed exactly is left out
+                        session.snapshot(allow_inexact=True).save(session_file)
         except SandboxUnavailable as exc:
             typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
             raise typer.Exit(3) from None
+        except SnapshotError as exc:
+            typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
+            raise typer.Exit(2) from None
         if as_json and not events:
             out.write(result.model_dump_json() + "\n")
         elif not events:  # with --events the last line, 'done', carried the result
@@ -111,6 +119,15 @@ def exec_command(
     if stop.requested:
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _open_session(runtime: Any, path: Path | None, config: SandboxConfig) -> Any:
+    """The session saved in ``path`` restored (a fresh one if there is no such file or no path)."""
+    from ..runtime.snapshot import Snapshot
+
+    if path is None or not path.exists():
+        return runtime.session()
+    return runtime.restore(Snapshot.load(path), config=config)
 
 
 def stubs_command(file: Annotated[Path, typer.Argument(help="a JSON list of tool definitions, or a .py file "

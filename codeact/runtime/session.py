@@ -8,13 +8,14 @@ import collections
 import functools
 import json
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from ..errors import RuntimeClosed, SessionClosed
+from ..errors import RuntimeClosed, SessionClosed, SnapshotError
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
@@ -22,12 +23,14 @@ from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.protocol import MAX_DEPTH, too_deep
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
+from . import _lifecycle
 from . import events as _events
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
+from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
 from .toolhost import CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
 
@@ -46,7 +49,7 @@ class Runtime:
                  max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32, tool_timeout_s: float = 30.0,
                  max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
                  max_session_record_bytes: int = 256 * 1024 * 1024,
-                 prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET) -> None:
+                 prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
@@ -67,6 +70,8 @@ class Runtime:
         self.closed = False
         if self.config.pool_size:
             self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs)
+        #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
+        self.suspender = _lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s else None
 
     @property
     def prompt_view(self) -> str:
@@ -102,6 +107,30 @@ class Runtime:
         return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress,
                         isolation=isolation)  # type: ignore[arg-type]
 
+    def restore(self, snapshot: Snapshot, *, config: SandboxConfig | None = None,
+                workspace: str | Path | None = None, inputs: Mapping[str, str | Path] | None = None,
+                lazy: bool = False) -> Session:
+        """A new session with ``snapshot``'s state: a fresh sandbox whose namespace is rebuilt by
+        replaying the cells, every tool call answered from the records (no tool runs), then the
+        saved files laid over the workspace. ``lazy`` defers that to the first run (whose result
+        then says ``restored``). Raises RestoreDiverged when a cell does not replay as recorded."""
+        if snapshot.toolset_fingerprint != toolset_fingerprint(self.host.specs):
+            raise SnapshotError("the snapshot was taken with other tools (names or input schemas differ); "
+                                "restore it in a runtime with the same tools")
+        session = self.session(workspace=workspace, inputs=inputs, config=config or snapshot.config)
+        session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
+        session.skipped = list(snapshot.skipped)
+        session._resume = _lifecycle.Resume(files=list(snapshot.files))
+        if not lazy:
+            try:
+                session.start()
+            except BaseException:
+                session.close()
+                raise
+            session._restored = False
+        session.last_used = time.monotonic()
+        return session
+
     def interrupt(self) -> None:
         """Interrupt the running code of every session (from any thread); see ``Session.interrupt``."""
         for session in list(self._sessions):
@@ -111,6 +140,8 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
+        if self.suspender is not None:
+            self.suspender.close()
         for session in list(self._sessions):
             session.close()
         if self._pool is not None:
@@ -160,8 +191,17 @@ class Session:
         #: runtime's ``max_session_record_bytes`` of call arguments in all.
         self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
         self._history_bytes: collections.deque[int] = collections.deque(maxlen=_MAX_HISTORY)
+        #: The runs that built the namespace, with full call records: what snapshots replay
+        #: (kept for the session's life, like the ledger's large results).
+        self.cells: list[CellRecord] = []
+        #: Cells left out of this session's state because they could not be replayed exactly.
+        self.skipped: list[SkippedCell] = []
+        self.last_used = time.monotonic()
         self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
+        self._host: ToolHost | None = None  # set while replaying: answers calls from the records
+        self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
+        self._restored = False  # the next result says restored
         self._interrupted = False
 
     @property
@@ -172,6 +212,10 @@ class Session:
     def _ensure(self) -> KernelDriver:
         if self.state == "closed":
             raise SessionClosed("the session is closed")
+        if self._resume is not None:
+            _lifecycle.rebuild(self)
+            assert self._driver is not None
+            return self._driver
         if self._driver is None or self._driver.dead:
             self._discard()
             self._driver = self.runtime._open_kernel(self.config, self.user_workspace, self.inputs)
@@ -202,30 +246,56 @@ class Session:
 
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:
-            driver = self._ensure()
-            self._interrupted = False
-            ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
-            before = snapshot(driver.sandbox.workspace)
-
-            on_call = self._call_handler(driver, ledger)
-
-            timeout = timeout_s or self.config.timeout_s
-            if sink is not None:
-                sink.attach(driver)  # a listener may interrupt the run from here ...
-            outcome = driver.run(code, on_call, timeout,
-                                 output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                                 grace_s=self.config.grace_s, max_call_bytes=self.runtime.host.max_argument_bytes,
-                                 on_output=sink.output if sink is not None else None)
-            if sink is not None:
-                sink.detach()  # ... to here, never a later run
-            result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
-            if self._interrupted and not result.ok:
-                result.termination, result.reason = "interrupted", "the run was interrupted on request"
-            result.files = _written_files(driver.sandbox, before)
-            if outcome.state_lost:
-                self._discard()
-            self._remember(result, ledger.argument_bytes)
+            self.last_used = time.monotonic()
+            note = None
+            if self._resume is not None:
+                try:
+                    self._ensure()
+                except SnapshotError as exc:
+                    _lifecycle.forget_state(self)
+                    note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
+            restored, self._restored = self._restored, False
+            result = self._run_cell(code, timeout_s, sink=sink)
+            result.restored = restored
+            if note is not None:
+                result.reason = note if result.reason is None else f"{result.reason}; {note}"
+            self.last_used = time.monotonic()
             return result
+
+    def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True,
+                  sink: _events._Sink | None = None) -> ExecutionResult:
+        """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
+        driver = self._ensure()
+        self._interrupted = False
+        ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
+        before = snapshot(driver.sandbox.workspace)
+
+        on_call = self._call_handler(driver, ledger)
+
+        timeout = timeout_s or self.config.timeout_s
+        if sink is not None:
+            sink.attach(driver)  # a listener may interrupt the run from here ...
+        outcome = driver.run(code, on_call, timeout,
+                             output_cap=self.config.output_cap, output_limit=self.config.output_limit,
+                             grace_s=self.config.grace_s,
+                             max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
+                             on_output=sink.output if sink is not None else None)
+        if sink is not None:
+            sink.detach()  # ... to here, never a later run
+        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
+        if self._interrupted and not result.ok:
+            result.termination, result.reason = "interrupted", "the run was interrupted on request"
+        result.files = _written_files(driver.sandbox, before)
+        if outcome.state_lost:
+            self._discard()
+        if log:
+            self._remember(result, ledger.argument_bytes)
+            index = self.cells[-1].index + 1 if self.cells else 1
+            self.cells.append(CellRecord.of(index, code, result, ledger.final_records(), timeout_s))
+            if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
+                self.cells[-1].in_state = False
+                self._resume = _lifecycle.Resume(files=None)
+        return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
@@ -239,8 +309,9 @@ class Session:
             driver._interrupt()
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
-        """Every call from the sandbox goes into the host's one pipeline (bounds included)."""
-        dispatch = self.runtime.host.dispatch
+        """Every call from the sandbox goes into the host's one pipeline (bounds included); during a
+        replay, into the replay host (same pipeline, recorded answers)."""
+        dispatch = (self._host or self.runtime.host).dispatch
 
         def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
             return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size)
@@ -255,6 +326,39 @@ class Session:
         while len(self.history) > 1 and sum(self._history_bytes) > self.runtime.max_session_record_bytes:
             self.history.popleft()
             self._history_bytes.popleft()
+
+    def snapshot(self, *, allow_inexact: bool = False,
+                 max_workspace_bytes: int = _lifecycle.MAX_WORKSPACE_BYTES) -> Snapshot:
+        """The session's state as a :class:`Snapshot` (cells, call records, workspace files).
+        A cell that cannot be replayed exactly (cut by a timeout, or its sandbox died) makes this
+        raise SnapshotError naming it, unless ``allow_inexact``: then it is left out and listed."""
+        with self._lock:
+            if self.state == "closed":
+                raise SessionClosed("the session is closed")
+            return _lifecycle.take_snapshot(self, allow_inexact, max_workspace_bytes)
+
+    def fork(self, n: int = 1, *, allow_inexact: bool = False) -> list[Session]:
+        """``n`` independent sessions with this one's current state (each in a fresh sandbox and
+        workspace, rebuilt by replay); tool calls made after the fork are real and separate."""
+        if n < 1:
+            raise ValueError(f"fork needs n >= 1, got {n}")
+        snap = self.snapshot(allow_inexact=allow_inexact)
+        return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
+
+    def suspend(self) -> bool:
+        """Stop the sandbox now and rebuild it at the next run; False (nothing changes) if the
+        session is busy, not started, or its state cannot be rebuilt exactly."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return _lifecycle.suspend(self)
+        finally:
+            self._lock.release()
+
+    @property
+    def suspended(self) -> bool:
+        """No sandbox now; the next run rebuilds the state by replay."""
+        return self._resume is not None and self._driver is None
 
     def _discard(self) -> None:
         driver, self._driver = self._driver, None

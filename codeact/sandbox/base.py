@@ -44,6 +44,10 @@ class SandboxConfig(BaseModel):
     uid: int = Field(1000, description="uid (and gid) the code runs as in the container")
     disk_mb: int = Field(1024, ge=8, description="docker: size of the workspace filesystem (the host disk it may use)")
     runtime: Literal["runc", "runsc"] = Field("runc", description="docker: OCI runtime; runsc = gVisor")
+    recover: bool = Field(False, description="after a run that lost the state, rebuild it (by replay) for the next")
+    preload: tuple[str, ...] = Field((), description="modules every new kernel imports before its first run")
+    seed: int | None = Field(None, description="seed `random` in every new kernel, so a session that uses it "
+                             "can be replayed (snapshot/restore/fork/recover)")
 
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:
@@ -51,6 +55,9 @@ class SandboxConfig(BaseModel):
             raise ValueError("policy='restricted' is for the local backend; in Docker the container is the boundary")
         if self.backend == "docker" and self.isolation == "bwrap":
             raise ValueError("isolation='bwrap' is for the local backend; in Docker the container is the boundary")
+        bad = [m for m in self.preload if not all(part.isidentifier() for part in m.split("."))]
+        if bad:
+            raise ValueError(f"preload takes module names like 'pandas' or 'os.path', not {bad[0]!r}")
         return self
 
     def effective_policy(self) -> Literal["none", "restricted"]:

@@ -6,6 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import SandboxUnavailable
 from . import create_sandbox
@@ -25,10 +26,34 @@ def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None
         sandbox.start()
         driver = KernelDriver(sandbox)
         driver.handshake(stubs)
+        if config.preload or config.seed is not None:
+            _preload(driver, config)
     except BaseException:
         sandbox.close()
         raise
     return driver
+
+
+def _preload(driver: KernelDriver, config: SandboxConfig) -> None:
+    """Import ``config.preload`` in the kernel (into ``sys.modules``; nothing is bound in the
+    namespace), so the first run that imports them does not pay for it; seed ``random`` with
+    ``config.seed``. No tool may be called."""
+    code = "".join(f"__import__({name!r})\n" for name in config.preload)
+    if config.seed is not None:
+        code += f"__import__('random').seed({int(config.seed)})\n"
+
+    def refuse(seq: int, name: str, arguments: Any, size: int) -> None:
+        driver.reply(seq, {"ok": False, "error": {"code": "permission_denied", "retryable": False,
+                                                  "message": "no tool calls while preloading"}})
+
+    outcome = driver.run(code, refuse, max(config.timeout_s, 60.0), output_cap=config.output_cap,
+                         output_limit=config.output_limit, grace_s=config.grace_s)
+    done = outcome.done
+    if done is None or done.termination != "completed" or done.error is not None:
+        why = f"{done.error.type}: {done.error.message}" if done is not None and done.error else \
+            outcome.reason or outcome.termination
+        what = ", ".join(config.preload) or "the random seed"
+        raise SandboxUnavailable(f"preloading {what} failed in the sandbox: {why}"[:500])
 
 
 class SandboxPool:

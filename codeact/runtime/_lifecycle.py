@@ -1,0 +1,205 @@
+"""A session's life beyond one sandbox: take a snapshot, rebuild from cells (restore, recover,
+resume after suspension), suspend when idle. The public entry points are ``Session.snapshot``,
+``Session.fork``, ``Session.suspend``, ``Runtime.restore`` and ``Runtime(suspend_idle_s=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import SnapshotError
+from ._replay import replay
+from ._workspace import collect_files, lay_files, list_files
+from .snapshot import CellRecord, SkippedCell, Snapshot, SnapshotFile, toolset_fingerprint
+
+if TYPE_CHECKING:
+    from ..sandbox import SandboxConfig
+    from .session import Runtime, Session
+
+#: Default cap on the workspace bytes a snapshot (or a suspension) keeps.
+MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Resume:
+    """What the session's next kernel must be rebuilt from: its in-state cells, then these files
+    laid over the workspace (None: leave the workspace as the replay made it)."""
+
+    files: list[SnapshotFile] | None
+
+
+def _first_line(code: str) -> str:
+    line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+    return line if len(line) <= 80 else line[:79] + "…"
+
+
+def image_of(config: SandboxConfig) -> str | None:
+    if config.backend != "docker":
+        return None
+    if config.image is not None:
+        return config.image
+    from ..sandbox.docker import sandbox_image
+
+    return sandbox_image(config)[0]
+
+
+def take_snapshot(session: Session, allow_inexact: bool, max_workspace_bytes: int) -> Snapshot:
+    """The session's state (caller holds its lock). Refuses an inexact cell unless ``allow_inexact``."""
+    cells: list[CellRecord] = []
+    skipped = list(session.skipped)
+    for cell in session.cells:
+        if not cell.in_state:
+            continue
+        if cell.status == "inexact":
+            if not allow_inexact:
+                raise SnapshotError(
+                    f"cell {cell.index} ({_first_line(cell.code)!r}) cannot be replayed exactly: {cell.reason}; "
+                    "pass allow_inexact=True to snapshot without it")
+            skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
+            continue
+        cells.append(cell.model_copy(deep=True))
+    if session._resume is not None and session._resume.files is not None:
+        files = list(session._resume.files)
+    elif session._driver is not None and not session._driver.dead:
+        files = collect_files(session._driver.sandbox.workspace, max_workspace_bytes)
+    elif session.user_workspace is not None:
+        files = collect_files(session.user_workspace, max_workspace_bytes)
+    else:
+        files = []
+    return Snapshot(cells=cells, skipped=skipped, files=files, config=session.config,
+                    image=image_of(session.config), toolset_fingerprint=toolset_fingerprint(session.runtime.host.specs))
+
+
+def rebuild(session: Session) -> None:
+    """Start a fresh kernel and replay the session's cells into it (caller holds the lock and has
+    set ``session._resume``). Cells that cannot be replayed exactly are left out and listed in
+    ``session.skipped``. Raises SnapshotError (RestoreDiverged) or SandboxUnavailable."""
+    pending, session._resume = session._resume, None
+    assert pending is not None
+    session._discard()
+    cells = []
+    for cell in session.cells:
+        if cell.in_state and cell.status == "inexact":
+            cell.in_state = False
+            session.skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
+        if cell.in_state:
+            cells.append(cell)
+    try:
+        driver = session._ensure()
+        workspace = driver.sandbox.workspace
+        keep = set(list_files(workspace))
+        replay(session, cells)
+        _refill_cache(session, cells)
+        if pending.files is not None:
+            uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
+            lay_files(workspace, pending.files, keep=keep, uid=uid)
+    except SnapshotError:
+        raise
+    except BaseException:  # e.g. no engine now: keep what rebuilds the state for a later try
+        session._discard()
+        session._resume = pending
+        raise
+    session._restored = True
+
+
+def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
+    """Put the answers of cacheable tools back in the session's cache, as the original run left it."""
+    from .ledger import CallStore, cache_key
+
+    store = CallStore.of(session.cache)
+    for cell in cells:
+        for record in cell.calls:
+            tool = session.runtime.toolset.get(record.name)
+            if tool is None or not tool.policy.cacheable or not record.ok:
+                continue
+            try:
+                args = tool.spec.validate_arguments(record.arguments)
+            except ValueError:
+                continue
+            store.cache.setdefault(cache_key(record.name, args), record.result)
+
+
+def forget_state(session: Session) -> None:
+    """After a failed rebuild: the namespace starts empty, so no earlier cell is in it any more."""
+    session._discard()
+    for cell in session.cells:
+        cell.in_state = False
+
+
+def suspend(session: Session, max_workspace_bytes: int = MAX_WORKSPACE_BYTES) -> bool:
+    """Stop the session's sandbox, keeping what rebuilds it (caller holds the lock). False, and the
+    sandbox is kept, when the state could not be rebuilt exactly or the workspace is over the cap."""
+    driver = session._driver
+    if session.state == "closed" or driver is None or driver.dead or session._resume is not None:
+        return False
+    if any(c.in_state and c.status == "inexact" for c in session.cells):
+        return False
+    try:
+        files = collect_files(driver.sandbox.workspace, max_workspace_bytes)
+    except SnapshotError:
+        return False
+    session._resume = Resume(files=files)
+    session._discard()
+    return True
+
+
+class IdleSuspender:
+    """A daemon thread that suspends sessions of a runtime idle for ``idle_s`` seconds."""
+
+    def __init__(self, runtime: Runtime, idle_s: float) -> None:
+        self.idle_s = idle_s
+        self._runtime = weakref.ref(runtime)
+        self._stop = threading.Event()
+        self.suspended = 0
+        self._thread = threading.Thread(target=self._loop, name="codeact-suspender", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        period = min(max(self.idle_s / 4, 0.05), 5.0)
+        while not self._stop.wait(period):
+            runtime = self._runtime()
+            if runtime is None:
+                return
+            self.sweep(runtime)
+            del runtime
+
+    def sweep(self, runtime: Runtime) -> None:
+        import time
+
+        now = time.monotonic()
+        try:
+            sessions = list(runtime._sessions)
+        except RuntimeError:  # a session was added meanwhile: look again at the next sweep
+            return
+        for session in sessions:
+            if session._driver is not None and now - session.last_used >= self.idle_s and session.suspend():
+                self.suspended += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+
+def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object) -> list[Session]:
+    """``n`` sessions restored from one snapshot, concurrently; all or none (the others are closed).
+
+    The restores run on the runtime's own long-lived worker threads, not short-lived ones: a local
+    kernel under bwrap ``--die-with-parent`` dies with the thread that started it."""
+    futures = [runtime.loop.pool.submit(runtime.restore, snapshot, **options)  # type: ignore[arg-type]
+               for _ in range(n)]
+    sessions, errors = [], []
+    for future in futures:
+        try:
+            sessions.append(future.result())
+        except BaseException as exc:
+            errors.append(exc)
+    if errors:
+        for session in sessions:
+            session.close()
+        raise errors[0]
+    return sessions

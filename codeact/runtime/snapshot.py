@@ -1,0 +1,225 @@
+"""Session snapshots: what a session did, enough to rebuild its state in a fresh sandbox.
+
+A :class:`Snapshot` holds the cells that built the session's namespace, in order, each with how it
+ended (completed, or raised: type and line) and its tool-call records (full results); the
+workspace files; the sandbox config and image; the tool set's fingerprint. Restoring replays the
+cells with every tool call answered from those records (see ``_replay``), then lays the saved
+files over the workspace.
+
+On disk a snapshot is one JSON object ``{"format", "version", "key_id", "mac", "payload"}``;
+``payload`` is the zlib-compressed snapshot JSON in base64 and ``mac`` an HMAC-SHA256 over the
+header and the payload, keyed by a host key that the sandbox never sees (by default
+``$XDG_CACHE_HOME/codeact/snapshot.key``, made on first use, mode 0600). A file that fails any
+check is refused whole with :class:`~codeact.errors.SnapshotInvalid`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import SnapshotError, SnapshotInvalid
+from ..results import ExecutionResult, ToolCallRecord
+from ..sandbox.base import SandboxConfig
+from ..tool_stubs import ToolSpec
+
+__all__ = ["CellRecord", "SkippedCell", "Snapshot", "SnapshotFile", "default_key_path", "host_key",
+           "toolset_fingerprint"]
+
+FORMAT = "codeact-snapshot"
+VERSION = 1
+#: The largest snapshot file ``load`` reads, and the largest payload it inflates.
+MAX_FILE_BYTES = 1 << 30
+_KEY_BYTES = 32
+
+
+class CellRecord(BaseModel):
+    """One code action a session ran, as replay needs it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=1, description="1-based position among the session's runs")
+    code: str
+    #: completed; raised (replay must raise the same type at the same line); inexact (cannot be
+    #: replayed exactly: interrupted by a timeout or output limit, or its sandbox died).
+    status: Literal["completed", "raised", "inexact"]
+    error_type: str | None = None
+    error_lineno: int | None = None
+    reason: str | None = None
+    calls: list[ToolCallRecord] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    #: The run's own time limit, when it was given one (replay uses the same).
+    timeout_s: float | None = None
+    #: False once the cell's effects are no longer in the namespace (recovery left it out).
+    in_state: bool = True
+
+    @classmethod
+    def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
+           timeout_s: float | None = None) -> CellRecord:
+        """The record of a run, from its result and the ledger's full (unbounded) call records."""
+        status: Literal["completed", "raised", "inexact"] = "completed"
+        reason = None
+        if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted"):
+            status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
+        elif result.error is not None:
+            status = "raised"
+        return cls(index=index, code=code, status=status, reason=reason, calls=records,
+                   error_type=result.error.type if result.error else None,
+                   error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
+                   timeout_s=timeout_s)
+
+
+class SkippedCell(BaseModel):
+    """A cell left out of a snapshot taken with ``allow_inexact=True``."""
+
+    index: int
+    reason: str
+    code: str
+
+
+class SnapshotFile(BaseModel):
+    """A regular file of the workspace; ``data`` is base64."""
+
+    path: str
+    data: str
+    mode: int = 0o644
+
+    def content(self) -> bytes:
+        return base64.b64decode(self.data)
+
+
+class Snapshot(BaseModel):
+    """A session's state as replayable cells plus workspace files. See the module docstring."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = VERSION
+    created_at: float = Field(default_factory=time.time)
+    cells: list[CellRecord]
+    skipped: list[SkippedCell] = Field(default_factory=list)
+    files: list[SnapshotFile] = Field(default_factory=list)
+    config: SandboxConfig
+    image: str | None = None
+    toolset_fingerprint: str
+
+    @property
+    def call_count(self) -> int:
+        return sum(len(c.calls) for c in self.cells)
+
+    def save(self, path: str | os.PathLike[str], *, key: bytes | None = None) -> Path:
+        """Write the snapshot, authenticated with ``key`` (default: this host's key)."""
+        secret = key if key is not None else host_key()
+        payload = zlib.compress(self.model_dump_json().encode(), 6)
+        header = {"format": FORMAT, "version": VERSION, "key_id": key_id(secret)}
+        document = {**header, "mac": _mac(secret, header, payload),
+                    "payload": base64.b64encode(payload).decode()}
+        target = Path(path)
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temp.write_text(json.dumps(document))
+        os.replace(temp, target)  # a reader never sees half a file
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, key: bytes | None = None,
+             max_bytes: int = MAX_FILE_BYTES) -> Snapshot:
+        """Read and authenticate a snapshot; raises :class:`SnapshotInvalid` and loads nothing when
+        the file is not a snapshot, of another version, signed with another key, or modified, or
+        when the file or its inflated payload is over ``max_bytes``."""
+        secret = key if key is not None else host_key()
+        where = Path(path)
+        try:
+            size = where.stat().st_size
+            data = where.read_bytes() if size <= max_bytes else b""
+        except OSError as exc:
+            raise SnapshotInvalid(f"cannot read snapshot {where}: {exc.strerror or exc}") from None
+        if size > max_bytes:
+            raise SnapshotInvalid(f"{where}: {size} bytes is over the snapshot limit of {max_bytes}")
+        try:
+            document = json.loads(data)
+        except ValueError:
+            raise SnapshotInvalid(f"{where} is not a codeact snapshot (not JSON)") from None
+        return cls._authenticated(document, secret, str(where), max_bytes)
+
+    @classmethod
+    def _authenticated(cls, document: Any, secret: bytes, where: str, max_bytes: int) -> Snapshot:
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise SnapshotInvalid(f"{where} is not a codeact snapshot")
+        version = document.get("version")
+        if version != VERSION:
+            raise SnapshotInvalid(f"{where} is a snapshot of format version {version!r}; this codeact reads "
+                                  f"version {VERSION}")
+        header = {"format": FORMAT, "version": VERSION, "key_id": document.get("key_id")}
+        mac, encoded = document.get("mac"), document.get("payload")
+        if not isinstance(mac, str) or not isinstance(encoded, str):
+            raise SnapshotInvalid(f"{where} is a damaged snapshot (no mac or payload)")
+        try:
+            payload = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise SnapshotInvalid(f"{where} is a damaged snapshot (payload is not base64)") from None
+        if not hmac.compare_digest(mac, _mac(secret, header, payload)):
+            if header["key_id"] != key_id(secret):
+                raise SnapshotInvalid(
+                    f"{where} was signed with another key (key id {str(header['key_id'])[:16]!r}, this host's "
+                    f"is {key_id(secret)!r}); load it with the key that saved it")
+            raise SnapshotInvalid(f"{where} was modified after it was saved (authentication failed)")
+        try:
+            inflater = zlib.decompressobj()
+            text = inflater.decompress(payload, max_bytes)
+            if inflater.unconsumed_tail:
+                raise SnapshotInvalid(f"{where}: the payload inflates past the snapshot limit of {max_bytes} bytes")
+            return cls.model_validate_json(text)
+        except (zlib.error, ValidationError) as exc:  # authentic but unreadable: a version skew
+            raise SnapshotInvalid(f"{where}: authentic but unreadable snapshot: {str(exc)[:300]}") from None
+
+
+def _mac(secret: bytes, header: dict[str, Any], payload: bytes) -> str:
+    signer = hmac.new(secret, json.dumps(header, sort_keys=True).encode() + b"\n", hashlib.sha256)
+    signer.update(payload)
+    return signer.hexdigest()
+
+
+def key_id(secret: bytes) -> str:
+    """A short public name of a key (not the key): tells a foreign snapshot from a modified one."""
+    return hashlib.sha256(b"codeact-snapshot-key\0" + secret).hexdigest()[:16]
+
+
+def default_key_path() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "codeact" / "snapshot.key"
+
+
+def host_key(path: str | os.PathLike[str] | None = None) -> bytes:
+    """This host's snapshot key, made (random, mode 0600) on first use."""
+    where = Path(path) if path is not None else default_key_path()
+    try:
+        data = where.read_bytes()
+    except FileNotFoundError:
+        where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            data = where.read_bytes()
+        else:
+            data = secrets.token_bytes(_KEY_BYTES)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+    if len(data) < 16:
+        raise SnapshotError(f"the snapshot key {where} is too short ({len(data)} bytes; at least 16)")
+    return data
+
+
+def toolset_fingerprint(specs: list[ToolSpec]) -> str:
+    """A hash of the tools' names and input schemas: replay answers calls by name and arguments."""
+    canonical = json.dumps([[s.name, s.input_schema] for s in specs], sort_keys=True, default=repr)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
