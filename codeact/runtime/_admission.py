@@ -181,7 +181,7 @@ def converter_for(fn: Callable[..., Any]) -> ArgumentConverter | None:
     if len(numbers) == len(fields):  # the common case, and the hot path: no pydantic needed
         return ArgumentConverter(None, numbers)
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"_{getattr(fn, '__name__', 'tool')}_args",
             __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"), **fields)
     except Exception:

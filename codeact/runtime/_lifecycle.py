@@ -190,7 +190,7 @@ def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object
 
     The restores run on the runtime's own long-lived worker threads, not short-lived ones: a local
     kernel under bwrap ``--die-with-parent`` dies with the thread that started it."""
-    futures = [runtime.loop.pool.submit(runtime.restore, snapshot, **options)  # type: ignore[arg-type]
+    futures = [runtime.loop.pool.submit(runtime.restore, snapshot, **options)
                for _ in range(n)]
     sessions, errors = [], []
     for future in futures:

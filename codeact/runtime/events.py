@@ -114,7 +114,7 @@ class _Sink:
         text = text[: max(room, 0)]
         if text:
             self._sent[name] += len(text)
-            self.queue.put(OutputChunk(type=name, text=text, t=self.now()))  # type: ignore[arg-type]
+            self.queue.put(OutputChunk(type=name, text=text, t=self.now()))
 
     def started_call(self, record: ToolCallRecord) -> None:
         self.queue.put(CallStarted.of(record, self.now()))

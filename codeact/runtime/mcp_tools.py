@@ -340,7 +340,7 @@ def _tool(conn: MCPConnection, listed: Any, prefix: str, policy: ToolPolicy | No
     output = data.get("outputSchema")
     unwrap = isinstance(output, dict) and output.get(_WRAP_MARK) is True
     if unwrap:  # show the stub the value the call will return, not the wrapper
-        data["outputSchema"] = (output.get("properties") or {}).get("result")  # type: ignore[union-attr]
+        data["outputSchema"] = (output.get("properties") or {}).get("result")
     if isinstance(data.get("description"), str):  # servers often send a raw, indented docstring
         data["description"] = inspect.cleandoc(data["description"])
     spec = ToolSpec.from_mcp({**data, "name": prefix + data["name"]})

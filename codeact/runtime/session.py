@@ -411,7 +411,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         reason = f"the code wrote more than {config.output_limit} characters"
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
                          f"the run ended ({termination}) before this call finished")
-    result = ExecutionResult(ok=termination == "completed", termination=termination,  # type: ignore[arg-type]
+    result = ExecutionResult(ok=termination == "completed", termination=termination,
                              error=error, calls=_bounded_records(ledger.final_records(), max_result_chars),
                              duration_ms=outcome.wall_ms,
                              state_lost=outcome.state_lost, reason=reason)

@@ -56,7 +56,7 @@ def probe_python(client: Any, image: str) -> PythonInfo:
         raise SandboxUnavailable(f"base image {image!r} has no working python3 on PATH: {last}")
     data = json.loads(out.splitlines()[-1])
     major, minor = data["version"]
-    return PythonInfo(data["executable"], (major, minor), tuple(data["libc"]), data["machine"])  # type: ignore[arg-type]
+    return PythonInfo(data["executable"], (major, minor), tuple(data["libc"]), data["machine"])
 
 
 def pip_platforms(info: PythonInfo) -> list[str]:

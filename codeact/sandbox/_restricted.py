@@ -27,8 +27,8 @@ try:  # flat in the sandbox; a package when imported on the host
     from . import _restricted_modules as _modules
     from ._restricted_ast import DENIED_ATTRIBUTES, RESERVED_NAMES, is_dunder, transform
 except ImportError:
-    import _restricted_modules as _modules  # type: ignore[import-not-found,no-redef]
-    from _restricted_ast import (  # type: ignore[import-not-found,no-redef]
+    import _restricted_modules as _modules  # type: ignore[no-redef]
+    from _restricted_ast import (  # type: ignore[no-redef]
         DENIED_ATTRIBUTES,
         RESERVED_NAMES,
         is_dunder,
@@ -195,7 +195,7 @@ def _delattr(obj: Any, name: str) -> None:
 # -- str.format without attribute walks -------------------------------------------------------
 class _SafeFormatter(string.Formatter):
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Any) -> Any:
-        import _string  # type: ignore[import-not-found]
+        import _string
 
         first, rest = _string.formatter_field_name_split(field_name)
         obj = self.get_value(first, args, kwargs)

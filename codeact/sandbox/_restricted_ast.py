@@ -59,7 +59,7 @@ def is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
-class CodeactTransformer(RestrictingNodeTransformer):  # type: ignore[misc]
+class CodeactTransformer(RestrictingNodeTransformer):
     """RestrictedPython's guards, ordinary Python's syntax (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

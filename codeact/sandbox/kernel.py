@@ -31,8 +31,8 @@ try:  # flat in the sandbox image; a package when imported on the host
     from ..tool_stubs import client
     from . import protocol
 except ImportError:
-    import client  # type: ignore[import-not-found,no-redef]
-    import protocol  # type: ignore[import-not-found,no-redef]
+    import client  # type: ignore[no-redef]
+    import protocol  # type: ignore[no-redef]
 
 DEFAULT_SOCKET = "/run/codeact/channel.sock"
 _MAX_MESSAGE = 8000
@@ -242,7 +242,7 @@ class Kernel:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self._compile = self._compile_plain
         if policy == "restricted":
-            import _restricted  # type: ignore[import-not-found]
+            import _restricted
 
             self.namespace = _restricted.namespace_globals()
             self._compile = _restricted.compile_cell
@@ -405,8 +405,8 @@ class Kernel:
                 self.output.live, self.live_id = [], str(request.get("id"))
         self.final.clear()
         saved = sys.stdout, sys.stderr
-        sys.stdout = _Writer(self.output, "stdout", 1)  # type: ignore[assignment]
-        sys.stderr = _Writer(self.output, "stderr", 2)  # type: ignore[assignment]
+        sys.stdout = _Writer(self.output, "stdout", 1)
+        sys.stderr = _Writer(self.output, "stderr", 2)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         self.running = True
         try:
