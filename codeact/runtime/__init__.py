@@ -1,4 +1,14 @@
-"""codeact.runtime.
+"""What drives the sandbox: tools and their sources, the one call pipeline, sessions.
+
+``Toolset`` and ``@tool`` (python tools; HTTP, OpenAPI and MCP sources build them too), the tool
+host (bound → lookup → validate → permit → admit → execute → record → reply), the ledger,
+``Runtime``/``Session`` (runs, live events, snapshots, restore, fork, suspension).
 
 Floor 3 of the layers (docs/architecture.md): imports ``sandbox``, ``tool_stubs`` and below, never a higher floor.
 """
+
+from .session import Runtime, Session
+from .snapshot import Snapshot
+from .toolset import Tool, ToolPolicy, Toolset, tool
+
+__all__ = ["Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset", "tool"]
