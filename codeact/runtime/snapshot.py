@@ -9,7 +9,8 @@ files over the workspace.
 On disk a snapshot is one JSON object ``{"format", "version", "key_id", "mac", "payload"}``;
 ``payload`` is the zlib-compressed snapshot JSON in base64 and ``mac`` an HMAC-SHA256 over the
 header and the payload, keyed by a host key that the sandbox never sees (by default
-``$XDG_CACHE_HOME/codeact/snapshot.key``, made on first use, mode 0600). A file that fails any
+the cache directory's ``snapshot.key``: ``$CODEACT_CACHE``, else
+``$XDG_CACHE_HOME/codeact``, else ``~/.cache/codeact``; made on first use, mode 0600). A file that fails any
 check is refused whole with :class:`~codeact.errors.SnapshotInvalid`.
 """
 
@@ -29,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._paths import cache_dir
 from ..errors import SnapshotError, SnapshotInvalid
 from ..results import ExecutionResult, ToolCallRecord
 from ..sandbox.base import SandboxConfig
@@ -195,8 +197,7 @@ def key_id(secret: bytes) -> str:
 
 
 def default_key_path() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "codeact" / "snapshot.key"
+    return cache_dir() / "snapshot.key"
 
 
 def host_key(path: str | os.PathLike[str] | None = None) -> bytes:

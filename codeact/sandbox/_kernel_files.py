@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from codeact._paths import cache_dir
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -26,13 +27,6 @@ def kernel_hash(files: tuple[str, ...] = KERNEL_FILES) -> str:
     for rel in files:
         digest.update(rel.encode() + b"\0" + (_PACKAGE / rel).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("CODEACT_CACHE") or os.path.join(Path.home(), ".cache", "codeact")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def materialize() -> Path:

@@ -57,18 +57,6 @@ class RootfsParams:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def cache_dir() -> Path:
-    """``$CODEACT_CACHE``, else ``$XDG_CACHE_HOME/codeact``, else ``~/.cache/codeact`` (created)."""
-    env = os.environ.get("CODEACT_CACHE")
-    if env:
-        path = Path(env)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        path = (Path(xdg) if xdg else Path.home() / ".cache") / "codeact"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def host_arch() -> str:
     """The host's Debian architecture name (amd64, arm64, ...)."""
     try:

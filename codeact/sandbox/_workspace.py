@@ -114,7 +114,7 @@ class Workspace:
 
 def _template(disk_mb: int, uid: int) -> Path:
     """A freshly made, empty filesystem image for these parameters, made once per machine (cached)."""
-    from ._rootfs import cache_dir
+    from .._paths import cache_dir
 
     inodes = max(1024, min(262_144, disk_mb * 64))  # files the code may create
     path = cache_dir() / "workspace" / f"ext4-{disk_mb}m-{uid}-{inodes}.img"

@@ -138,7 +138,7 @@ def doctor(client: Any = None) -> dict[str, Any]:
 
     ``missing`` lists, one line each, what stops or weakens the sandbox and how to fix it.
     """
-    from codeact.sandbox._rootfs import cache_dir
+    from codeact._paths import cache_dir
     from codeact.sandbox.image import ImageSpec, default_base_tag, image_tag
 
     missing: list[str] = []

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeact._paths import cache_dir
 from codeact.errors import SandboxUnavailable
 from codeact.sandbox._build import KERNEL_DIR, dockerfile, pip_install, probe_python, write_context
 from codeact.sandbox._kernel_files import KERNEL_FILES  # the in-sandbox files, one list
-from codeact.sandbox._rootfs import SANDBOX_UID, RootfsParams, build_rootfs_tar, cache_dir
+from codeact.sandbox._rootfs import SANDBOX_UID, RootfsParams, build_rootfs_tar
 from codeact.sandbox.engine import BuildError, DockerException, ImageNotFound, docker_client
 
 __all__ = [
