@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -188,16 +189,17 @@ class IdleSuspender:
 def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object) -> list[Session]:
     """``n`` sessions restored from one snapshot, concurrently; all or none (the others are closed).
 
-    The restores run on the runtime's own long-lived worker threads, not short-lived ones: a local
-    kernel under bwrap ``--die-with-parent`` dies with the thread that started it."""
-    futures = [runtime.loop.pool.submit(runtime.restore, snapshot, **options)
-               for _ in range(n)]
+    The restores get threads of their own, not the tool pool's: their replayed calls go through the
+    pipeline, which may need pool threads. (Kernels outlive these threads: the local backend starts
+    every kernel from one long-lived thread, see ``sandbox.local._spawn``.)"""
     sessions, errors = [], []
-    for future in futures:
-        try:
-            sessions.append(future.result())
-        except BaseException as exc:
-            errors.append(exc)
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="codeact-fork") as pool:
+        futures = [pool.submit(runtime.restore, snapshot, **options) for _ in range(n)]  # type: ignore[arg-type]
+        for future in futures:
+            try:
+                sessions.append(future.result())
+            except BaseException as exc:
+                errors.append(exc)
     if errors:
         for session in sessions:
             session.close()
