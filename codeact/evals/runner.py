@@ -13,6 +13,8 @@ recorded, so a re-run tries that episode again. ``SandboxUnavailable`` stops the
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import socket
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -247,6 +249,11 @@ def run_suite(
                 _consume(outcomes, store, rates, bar, summary, config.fingerprint)
             except KeyboardInterrupt:
                 summary.interrupted = True
+                # Ctrl-C may land here rather than while the episodes are awaited: hand it to the
+                # engine, which then finishes (and yields) what is running, as when it lands there.
+                with contextlib.suppress(KeyboardInterrupt, StopIteration):
+                    first = outcomes.throw(KeyboardInterrupt())
+                    _consume(itertools.chain([first], outcomes), store, rates, bar, summary, config.fingerprint)
             finally:
                 outcomes.close()  # cancels what has not started (local) / stops the actors (ray)
                 if engine != "ray":
