@@ -21,8 +21,8 @@ from codeact.runtime.ledger import CallLedger
 from codeact.runtime.toolhost import ToolHost
 from codeact.runtime.toolset import Toolset
 from codeact.sandbox.driver import _call_problem
-from codeact.sandbox.protocol import decode_bounded, encode
-from codeact.tool_stubs import client
+from codeact.sandbox.inside import client
+from codeact.sandbox.inside.protocol import decode_bounded, encode
 
 from ._common import echo
 

@@ -55,8 +55,8 @@ KNOWN_PRIVATE: set[tuple[str, str]] = {
 }
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.
-IN_SANDBOX = ("sandbox/kernel.py", "sandbox/protocol.py", "sandbox/_restricted.py", "sandbox/_restricted_ast.py",
-              "sandbox/_restricted_modules.py", "tool_stubs/client.py")
+IN_SANDBOX = tuple(sorted(f"sandbox/inside/{p.name}" for p in (PACKAGE / "sandbox" / "inside").glob("*.py")
+                          if p.name != "__init__.py"))
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
 IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "client", "kernel", "_restricted", "_restricted_ast",

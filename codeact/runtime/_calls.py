@@ -13,7 +13,7 @@ from pydantic_core import to_jsonable_python
 
 from ..errors import ToolError
 from ..results import ToolCallError, ToolCallRecord
-from ..sandbox.protocol import MAX_DEPTH, RefusedArguments, too_deep
+from ..sandbox.inside.protocol import MAX_DEPTH, RefusedArguments, too_deep
 from ._admission import SessionGate
 from .toolset import Tool
 

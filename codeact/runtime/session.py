@@ -20,8 +20,8 @@ from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, boun
 from ..sandbox import SandboxConfig
 from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
+from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
 from ..sandbox.pool import SandboxPool, open_kernel
-from ..sandbox.protocol import MAX_DEPTH, too_deep
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import _lifecycle
 from . import events as _events

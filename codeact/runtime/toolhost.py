@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..results import ToolCallError, ToolCallRecord, oversized_json
-from ..sandbox.protocol import RefusedArguments
+from ..sandbox.inside.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
 from ._admission import ArgumentConverter, RateLimiter, converter_for, fast_check_for
 from ._calls import (

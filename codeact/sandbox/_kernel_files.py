@@ -13,12 +13,12 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 #: Paths relative to the codeact package; copied flat (the kernel imports its siblings by name).
 KERNEL_FILES: tuple[str, ...] = (
-    "sandbox/kernel.py",
-    "sandbox/protocol.py",
-    "sandbox/_restricted.py",
-    "sandbox/_restricted_ast.py",
-    "sandbox/_restricted_modules.py",
-    "tool_stubs/client.py",
+    "sandbox/inside/kernel.py",
+    "sandbox/inside/protocol.py",
+    "sandbox/inside/_restricted.py",
+    "sandbox/inside/_restricted_ast.py",
+    "sandbox/inside/_restricted_modules.py",
+    "sandbox/inside/client.py",
 )
 
 

@@ -8,7 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .protocol import FrameSocket
+from .inside.protocol import FrameSocket
 
 __all__ = ["ExitStatus", "Sandbox", "SandboxConfig"]
 

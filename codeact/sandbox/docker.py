@@ -31,7 +31,7 @@ from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import ExitStatus, SandboxConfig
 from .engine import docker_client
-from .protocol import FrameSocket
+from .inside.protocol import FrameSocket
 
 __all__ = ["DockerSandbox", "sandbox_image"]
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ProtocolViolation, SandboxUnavailable
 from .base import Sandbox
-from .protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
+from .inside.protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
 
 __all__ = ["CallHandler", "KernelDriver", "OutputHandler", "RunOutcome"]
 

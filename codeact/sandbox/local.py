@@ -25,7 +25,7 @@ from . import _bwrap
 from ._channel import ChannelListener
 from ._kernel_files import materialize
 from .base import ExitStatus, SandboxConfig
-from .protocol import FrameSocket
+from .inside.protocol import FrameSocket
 
 __all__ = ["LocalSandbox", "isolation_report"]
 

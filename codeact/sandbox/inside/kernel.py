@@ -28,8 +28,7 @@ import types
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
-    from ..tool_stubs import client
-    from . import protocol
+    from . import client, protocol
 except ImportError:
     import client  # type: ignore[no-redef]
     import protocol  # type: ignore[no-redef]
