@@ -34,7 +34,7 @@ from urllib.parse import urljoin
 import httpx
 
 from ..errors import ToolDefinitionError
-from ..tool_stubs._schema_to_py import resolve_ref
+from ..tool_stubs.refs import resolve_ref
 from ._http_client import HttpClient
 from .http_tools import HttpAuth, HttpEndpoint, HttpParam, Location
 from .toolset import Tool
