@@ -1,24 +1,34 @@
 """``Toolset``: an ordered collection of tools with unique names, and its constructors.
 
-The tool model (``Tool``, ``ToolPolicy``, ``@tool``) lives in ``_tool.py`` and is re-exported here.
+The floor plan of tools, lowest first: the tool model (``Tool``, ``ToolPolicy``, ``@tool``) in
+``_tool.py``; the tool sources in ``sources/`` (python modules, HTTP, OpenAPI, MCP), which build
+``Tool``s from that model and never import this module; then this module, whose ``from_*``
+constructors call the sources. So no two of them import each other. The MCP source is imported when
+``from_mcp`` is called, not with this module: the MCP SDK takes a good part of a second to import,
+and ``import codeact`` should not pay it. ``Tool``, ``ToolPolicy`` and ``tool`` are re-exported here.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import httpx
 
 from codeact.errors import ToolDefinitionError
 from codeact.tool_stubs import ToolSpec, python_names, render_stubs
 from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 
+from ._http_client import HttpClient
 from ._tool import PermissionRule, Tool, ToolPolicy, tool
+from .sources.http import HttpAuth, HttpEndpoint, http_tools
+from .sources.openapi import openapi_tools
+from .sources.python import module_tools
+
+if TYPE_CHECKING:
+    from .sources.mcp import MCPServerRef, MCPTools
 
 __all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
 
@@ -130,58 +140,62 @@ class Toolset:
         return cls(ToolSpec.from_anthropic(d) for d in definitions)
 
     @classmethod
-    def from_mcp(cls, source: Any, **options: Any) -> Toolset:
+    def from_mcp(cls, source: MCPServerRef | Mapping[str, MCPServerRef] | Iterable[Any], **options: Any) -> Toolset:
         """An MCP server's tools, connected now: ``source`` is a stdio command (a list of strings or
         ``mcp.StdioServerParameters``) or a streamable-HTTP URL (``options``: see
-        :func:`~codeact.runtime.mcp_tools.mcp_toolset`; :meth:`close` ends the connection); or
-        ``{group name: server}`` for several servers at once, each a group (see ``mcp_toolsets``).
+        :func:`~codeact.runtime.sources.mcp.connect`; :meth:`close` ends the connection); or
+        ``{group name: server}`` for several servers at once, each a group (see ``connect_all``).
         Or tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
-        from .mcp_tools import is_mcp_server, mcp_toolset, mcp_toolsets
+        from .sources.mcp import connect, connect_all, is_mcp_server  # the MCP SDK is slow to import: on use
 
         if is_mcp_server(source):
-            return mcp_toolset(source, **options)
+            return cls._connected([connect(source, **options)])
         if isinstance(source, Mapping):  # {group name: server}: several servers, each a group
-            return mcp_toolsets(source, **options)
+            return cls._connected(connect_all(source, **options))
         if options:
             raise TypeError(f"options {sorted(options)} apply to an MCP server, not to tool definitions")
         return cls(ToolSpec.from_mcp(d) for d in source)
 
     @classmethod
-    async def afrom_mcp(cls, source: Any, **options: Any) -> Toolset:
+    async def afrom_mcp(cls, source: MCPServerRef, **options: Any) -> Toolset:
         """:meth:`from_mcp` for a server, without blocking the caller's event loop."""
-        from .mcp_tools import amcp_toolset
+        from .sources.mcp import aconnect
 
-        return await amcp_toolset(source, **options)
+        return cls._connected([await aconnect(source, **options)])
+
+    @classmethod
+    def _connected(cls, servers: Sequence[MCPTools]) -> Toolset:
+        """The servers' tools; :meth:`close` closes their connections (at once, if this raises)."""
+        try:
+            made = cls(t for server in servers for t in server.tools)
+        except BaseException:
+            for server in servers:
+                server.connection.close()
+            raise
+        for server in servers:
+            made.on_close(server.connection.close)
+        return made
 
     @classmethod
     def from_openapi(cls, spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
-                     base_url: str | None = None, auth: Any = None, **options: Any) -> Toolset:
+                     base_url: str | None = None, auth: HttpAuth | httpx.Auth | None = None, *,
+                     client: HttpClient | None = None, timeout_s: float = 30.0) -> Toolset:
         """HTTP tools for an OpenAPI 3 document's operations (a dict, a file or a URL); ``operations``
-        picks some (operationIds or ``"GET /path"``); ``auth``: an ``HttpAuth``. See ``runtime.openapi``."""
-        from .openapi import openapi_tools
-
-        return cls(openapi_tools(spec, operations, base_url, auth, **options))
+        picks some (operationIds or ``"GET /path"``). See ``runtime.sources.openapi``."""
+        return cls(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s))
 
     @classmethod
-    def from_http(cls, endpoints: Iterable[Any], *, base_url: str | None = None, auth: Any = None,
-                  client: Any = None) -> Toolset:
+    def from_http(cls, endpoints: Iterable[HttpEndpoint], *, base_url: str | None = None,
+                  auth: HttpAuth | httpx.Auth | None = None, client: HttpClient | None = None) -> Toolset:
         """HTTP tools from ``HttpEndpoint`` definitions sharing a base URL, a default ``HttpAuth`` and a
-        client. See ``runtime.http_tools``."""
-        from .http_tools import http_tools
-
+        client. See ``runtime.sources.http``."""
         return cls(http_tools(endpoints, base_url=base_url, auth=auth, client=client))
 
     @classmethod
     def from_module(cls, module: ModuleType | str | os.PathLike[str]) -> Toolset:
         """Every :class:`Tool` bound at the top level of a module (an object, a dotted name, or a
         ``.py`` path loaded with importlib), in definition order; one Tool bound twice counts once."""
-        if not isinstance(module, ModuleType):
-            module = _load_module(module)
-        found: dict[int, Tool] = {}
-        for value in vars(module).values():
-            if isinstance(value, Tool):
-                found.setdefault(id(value), value)
-        return cls(found.values())
+        return cls(module_tools(module))
 
 
 def _as_tool(item: Any) -> Tool:
@@ -197,30 +211,3 @@ def _as_tool(item: Any) -> Tool:
     raise ToolDefinitionError(
         f"cannot make a tool from {type(item).__name__}: pass a Tool, a function, a ToolSpec or a tool dict"
     )
-
-
-def _load_module(source: str | os.PathLike[str]) -> ModuleType:
-    path = Path(source)
-    if path.suffix != ".py" and not path.exists() and isinstance(source, str):
-        try:
-            return importlib.import_module(source)
-        except ImportError as exc:
-            raise ToolDefinitionError(f"cannot import tools module {source!r}: {exc}") from exc
-    if not path.is_file():
-        raise ToolDefinitionError(f"no such tools file: {path}")
-    resolved = path.resolve()
-    module_name = f"_codeact_tools_{resolved.stem}_{abs(hash(str(resolved))):x}"
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
-    if spec is None or spec.loader is None:
-        raise ToolDefinitionError(f"cannot load tools file {path}: not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    sys.path.insert(0, str(resolved.parent))  # let the file import its neighbours, as `python file.py` would
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise ToolDefinitionError(f"cannot load tools file {path}: {type(exc).__name__}: {exc}") from exc
-    finally:
-        sys.path.remove(str(resolved.parent))
-    return module
