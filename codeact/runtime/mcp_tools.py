@@ -1,4 +1,5 @@
-"""Moved to :mod:`codeact.runtime.sources.mcp` (and ``Toolset.from_mcp``); this path re-exports it."""
+"""Moved to :mod:`codeact.runtime.sources.mcp`; this path re-exports it and keeps the functions that
+returned a ``Toolset`` (now ``Toolset.from_mcp`` / ``afrom_mcp``)."""
 
 from __future__ import annotations
 
