@@ -39,9 +39,9 @@ from .results import (
     render_observation,
 )
 from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
-from .runtime.http_tools import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.session import Runtime, Session
 from .runtime.snapshot import Snapshot
+from .runtime.sources.http import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs

@@ -39,8 +39,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 
 #: Import cycles between modules still to break (issue 17), each as its sorted member list.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
-    ("codeact.runtime.http_tools", "codeact.runtime.mcp_tools", "codeact.runtime.openapi",
-     "codeact.runtime.toolset"),  # sources → runtime/sources/, importing Toolset only
     ("codeact.sandbox.engine", "codeact.sandbox.image", "codeact.sandbox.prune"),  # image building → its own package
     ("codeact.evals.batch", "codeact.runtime.session"),
     ("codeact.evals._html", "codeact.evals.report"),
@@ -50,7 +48,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
 #: Cross-package imports of private modules still to remove (issue 17).
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("codeact.runtime.session", "codeact.sandbox._reaper"),
-    ("codeact.runtime.openapi", "codeact.tool_stubs._schema_to_py"),
     ("codeact.cli._evals", "codeact.evals._progress"),
 }
 

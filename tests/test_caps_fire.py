@@ -13,7 +13,7 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, ToolError, ToolSpec, tool
 from codeact.errors import ToolArgumentsError
-from codeact.runtime.http_tools import http_tool
+from codeact.runtime.sources.http import http_tool
 
 from .servers.http_app import ApiServer
 

@@ -13,8 +13,8 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, ToolError, Toolset
 from codeact.errors import ToolDefinitionError
-from codeact.runtime.http_tools import HttpAuth, HttpClient, HttpEndpoint, HttpParam, http_tool
 from codeact.runtime.ledger import CallLedger
+from codeact.runtime.sources.http import HttpAuth, HttpClient, HttpEndpoint, HttpParam, http_tool
 
 from .servers.http_app import ApiServer
 

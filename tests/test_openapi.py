@@ -13,9 +13,9 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset, render_stubs
 from codeact.errors import ToolDefinitionError
-from codeact.runtime.http_tools import HttpAuth
 from codeact.runtime.ledger import CallLedger
-from codeact.runtime.openapi import openapi_endpoints
+from codeact.runtime.sources.http import HttpAuth
+from codeact.runtime.sources.openapi import openapi_endpoints
 
 from .servers.http_app import ApiServer
 from .servers.openapi_doc import OPENAPI

@@ -1,6 +1,7 @@
 """What drives the sandbox: tools and their sources, the one call pipeline, sessions.
 
-``Toolset`` and ``@tool`` (python tools; HTTP, OpenAPI and MCP sources build them too), the tool
+``Toolset`` and ``@tool`` (the tool model in ``_tool.py``; the sources in ``sources/``: python
+modules, HTTP, OpenAPI, MCP build ``Tool``s, and ``Toolset.from_*`` calls them), the tool
 host (bound → lookup → validate → permit → admit → execute → record → reply), the ledger,
 ``Runtime``/``Session`` (runs, live events, snapshots, restore, fork, suspension).
 

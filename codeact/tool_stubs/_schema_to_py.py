@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from codeact.tool_stubs.refs import resolve_ref
+
 __all__ = [
     "TypeRenderer",
     "allows_null",
@@ -20,7 +22,6 @@ __all__ = [
     "py_literal",
     "py_str",
     "required_keys",
-    "resolve_ref",
 ]
 
 _MAX_DEPTH = 32
@@ -68,24 +69,6 @@ def one_line(text: str, limit: int = 160) -> str:
     """Collapse whitespace and drop unprintable characters, for a ``#`` comment."""
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def resolve_ref(root: Any, ref: str) -> Any:
-    """Resolve a local ``$ref`` (``#`` or ``#/json/pointer``) against ``root``; None when it does not exist."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for raw in ref[2:].split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
 
 
 def required_keys(schema: dict[str, Any], props: dict[str, Any]) -> set[str]:

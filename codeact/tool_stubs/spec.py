@@ -18,7 +18,7 @@ from referencing.exceptions import Unresolvable
 
 from codeact.errors import ToolArgumentsError, ToolDefinitionError
 from codeact.tool_stubs._function_schema import function_schemas
-from codeact.tool_stubs._schema_to_py import resolve_ref
+from codeact.tool_stubs.refs import resolve_ref
 
 __all__ = ["RESERVED_NAMES", "ToolSpec", "python_identifier", "python_names"]
 

@@ -24,7 +24,8 @@ import copy
 import json
 from typing import Any
 
-from codeact.tool_stubs._schema_to_py import allows_null, required_keys, resolve_ref
+from codeact.tool_stubs._schema_to_py import allows_null, required_keys
+from codeact.tool_stubs.refs import resolve_ref
 
 __all__ = ["NotStrict", "drop_omitted_nulls", "strict_schema"]
 
