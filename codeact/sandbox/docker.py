@@ -26,12 +26,12 @@ from docker.types import LogConfig, Mount, Ulimit
 from ..errors import SandboxUnavailable
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
-from ._reaper import reap
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import ExitStatus, SandboxConfig
 from .engine import docker_client
 from .protocol import FrameSocket
+from .reaper import reap
 
 __all__ = ["DockerSandbox", "sandbox_image"]
 
@@ -207,7 +207,7 @@ class DockerSandbox:
         return self._status
 
     def close(self) -> None:
-        """Drop the channel and queue the container's removal (see ``_reaper``): returns at once."""
+        """Drop the channel and queue the container's removal (see ``reaper``): returns at once."""
         if self._channel is not None:
             self._channel.sock.close()  # the kernel exits on EOF; the container stops with it
             self._channel = None
