@@ -11,4 +11,4 @@ if [ -z "$python" ]; then
 fi
 "$here/scripts/ensure-docker.sh"
 cd "$here"
-exec "$python" -m codeact.sandbox.image "$@"
+exec "$python" -m codeact.image "$@"

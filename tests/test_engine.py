@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from codeact.errors import SandboxUnavailable
-from codeact.sandbox.engine import docker_client, doctor, ensure_engine
+from codeact.image import doctor
+from codeact.image.engine import docker_client, ensure_engine
 
 NOWHERE = "unix:///nonexistent.sock"
 

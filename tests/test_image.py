@@ -15,18 +15,11 @@ from typing import Any
 import pytest
 
 from codeact.errors import SandboxUnavailable
-from codeact.sandbox._build import PythonInfo, dockerfile, pip_platforms
-from codeact.sandbox._rootfs import RootfsParams, debian_mirror, strip_rootfs
-from codeact.sandbox.engine import ImageNotFound, docker_client
-from codeact.sandbox.image import (
-    KERNEL_FILES,
-    ImageSpec,
-    default_base_tag,
-    ensure_base,
-    ensure_image,
-    image_tag,
-    resolve_python,
-)
+from codeact.image import ImageSpec, default_base_tag, ensure_base, ensure_image, image_tag, resolve_python
+from codeact.image._context import PythonInfo, dockerfile, pip_platforms
+from codeact.image._rootfs import RootfsParams, debian_mirror, strip_rootfs
+from codeact.image.engine import ImageNotFound, docker_client
+from codeact.sandbox.kernel_files import KERNEL_FILES
 
 TEST_REPO = "codeact-test-image"
 KERNEL = (
@@ -252,7 +245,7 @@ def test_numpy_wheel_works(client: Any, kernel_files: list[Path]) -> None:
 def test_concurrent_builds_build_once(client: Any, tmp_path: Path) -> None:
     files = _kernel_set(tmp_path, marker="concurrent")
     script = (
-        "import sys\nfrom codeact.sandbox.image import ensure_image\n"
+        "import sys\nfrom codeact.image import ensure_image\n"
         f"print(ensure_image(files=sys.argv[1:], repo={TEST_REPO!r}, progress=lambda m: print('>', m)))\n"
     )
     procs = [
@@ -267,7 +260,7 @@ def test_concurrent_builds_build_once(client: Any, tmp_path: Path) -> None:
 
 
 def test_prune_keeps_the_newest_and_spares_images_in_use(client: Any, tmp_path: Path) -> None:
-    from codeact.sandbox.prune import prune_images
+    from codeact.image import prune_images
 
     repo = "codeact-test-prune"
     tags = []

@@ -9,6 +9,11 @@ import pytest
 PINNED = {
     "codeact.tool_stubs": ["ToolSpec", "python_names", "render_stubs"],
     "codeact.sandbox": ["ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"],
+    "codeact.image": [
+        "BASE_IMAGE_REPO", "DEFAULT_IMAGE_REPO", "DEFAULT_KEEP", "IMAGE_FORMAT", "ImageSpec", "PruneReport",
+        "RootfsParams", "build_image", "default_base_tag", "doctor", "ensure_base", "ensure_image", "image_tag",
+        "prune_images", "resolve_python",
+    ],
     "codeact.runtime": ["Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset", "tool"],
     "codeact.agent": [
         "AnthropicClient", "Budget", "CODE_SYSTEM_PROMPT", "CodeActAgent", "Episode", "FunctionCallingAgent",
@@ -37,3 +42,29 @@ def test_subpackage_public_names_are_pinned(package: str) -> None:
     assert sorted(module.__all__) == sorted(PINNED[package])
     for name in module.__all__:
         assert getattr(module, name) is not None
+
+
+#: Modules that moved, kept as re-exports: their names (as before the move) and where they went.
+MOVED = {
+    "codeact.sandbox.image": (
+        ["BASE_IMAGE_REPO", "DEFAULT_IMAGE_REPO", "IMAGE_FORMAT", "KERNEL_FILES", "ImageSpec", "build_image",
+         "default_base_tag", "ensure_base", "ensure_image", "image_tag", "resolve_python"],
+        ["codeact.image", "codeact.sandbox.kernel_files"],
+    ),
+    "codeact.sandbox.engine": (
+        ["APIError", "BuildError", "DockerException", "ImageNotFound", "docker_client", "doctor", "engine_host",
+         "ensure_engine", "runtimes"],
+        ["codeact.image.engine", "codeact.image.doctor"],
+    ),
+    "codeact.sandbox.prune": (["DEFAULT_KEEP", "PruneReport", "auto_prune", "prune_images"], ["codeact.image.prune"]),
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_moved_modules_still_export_their_names(old: str) -> None:
+    names, homes = MOVED[old]
+    module = importlib.import_module(old)
+    assert sorted(module.__all__) == sorted(names)
+    new = [vars(importlib.import_module(home)) for home in homes]
+    for name in names:
+        assert any(getattr(module, name) is home.get(name) for home in new), f"{old}.{name} is not the moved one"

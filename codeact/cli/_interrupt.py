@@ -73,7 +73,7 @@ def _remove_own_sandboxes() -> None:
 
     client = None
     if "docker" in sys.modules:  # a process that never spoke to Docker has no containers
-        from ..sandbox.engine import docker_client
+        from ..image.engine import docker_client
 
         client = docker_client()
     remove_own(client)

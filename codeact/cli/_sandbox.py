@@ -17,7 +17,7 @@ def image_build(
     force: Annotated[bool, typer.Option(help="rebuild even if the tag exists")] = False,
 ) -> None:
     """Build (or reuse) the sandbox image; prints its tag."""
-    from ..sandbox.image import ImageSpec, build_image, ensure_image
+    from ..image import ImageSpec, build_image, ensure_image
 
     def say(message: str) -> None:
         typer.echo(f"codeact: {message}", err=True)
@@ -34,8 +34,8 @@ def image_prune(
     keep: Annotated[int, typer.Option("--keep", help="how many of the newest sandbox images to keep")] = 5,
 ) -> None:
     """Remove old codeact-sandbox images (those a container uses are kept)."""
-    from ..sandbox.engine import docker_client
-    from ..sandbox.prune import prune_images
+    from ..image import prune_images
+    from ..image.engine import docker_client
 
     report = prune_images(docker_client(), keep=keep)
     typer.echo(f"removed {len(report.removed)}, kept {len(report.kept)}, in use {len(report.in_use)}")
@@ -43,7 +43,7 @@ def image_prune(
 
 def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Report the Docker engine, the image, cgroup limit support and what is missing."""
-    from ..sandbox.engine import doctor as run_doctor
+    from ..image import doctor as run_doctor
     from ..sandbox.local import isolation_report as local_isolation
 
     report = run_doctor()
@@ -63,8 +63,8 @@ def cleanup(everything: Annotated[bool, typer.Option("--all", help="also this us
 
     Exit 3 when no Docker engine answers (the session directories are still removed)."""
     from ..errors import SandboxUnavailable
+    from ..image.engine import docker_client
     from ..sandbox.cleanup import cleanup_stale
-    from ..sandbox.engine import docker_client
     from ._options import say_unavailable
     from ._output import plural
 

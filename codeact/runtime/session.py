@@ -18,10 +18,10 @@ from typing import Any, Literal
 from ..errors import RuntimeClosed, SessionClosed, SnapshotError
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
-from ..sandbox._reaper import drain as drain_reaper
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
 from ..sandbox.pool import SandboxPool, open_kernel
+from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import _lifecycle
 from . import events as _events

@@ -1,6 +1,8 @@
 """Where code runs: the ``Sandbox`` seam, its backends (docker, local) and the kernel protocol.
 
 Floor 2 of the layers (docs/architecture.md): imports ``errors``, ``results``, ``tool_stubs``, never a higher floor.
+Image building and the Docker engine client live beside it in ``codeact.image`` (also floor 2), which the Docker
+backend imports; ``sandbox.engine``, ``sandbox.image`` and ``sandbox.prune`` re-export their old names from there.
 """
 
 from __future__ import annotations

@@ -24,14 +24,15 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import SandboxUnavailable
+from ..image import ensure_image, resolve_python
+from ..image.engine import docker_client
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
-from ._reaper import reap
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import ExitStatus, SandboxConfig
-from .engine import docker_client
 from .inside.protocol import FrameSocket
+from .reaper import reap
 
 __all__ = ["DockerSandbox", "sandbox_image"]
 
@@ -54,8 +55,6 @@ def _client() -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _image_and_python(image: str | None, base: str | None, pip: tuple[str, ...]) -> tuple[str, str]:
-    from .image import ensure_image, resolve_python
-
     def say(message: str) -> None:
         print(f"codeact: {message}", file=__import__("sys").stderr, flush=True)
 
@@ -207,7 +206,7 @@ class DockerSandbox:
         return self._status
 
     def close(self) -> None:
-        """Drop the channel and queue the container's removal (see ``_reaper``): returns at once."""
+        """Drop the channel and queue the container's removal (see ``reaper``): returns at once."""
         if self._channel is not None:
             self._channel.sock.close()  # the kernel exits on EOF; the container stops with it
             self._channel = None

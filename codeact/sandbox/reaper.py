@@ -1,4 +1,4 @@
-"""Container removal off the caller's path.
+"""Container removal off the caller's path: ``reap`` queues one, ``drain`` waits for the queue.
 
 ``docker rm -f`` takes 50-120 ms in the engine; a session's close should not wait for it. Closing
 drops the channel (the kernel exits on EOF) and queues the removal here; ``drain()`` waits for the
@@ -14,6 +14,8 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+__all__ = ["drain", "reap"]
 
 _jobs: queue.Queue[tuple[Callable[[], None], Path | None]] = queue.Queue()
 _lock = threading.Lock()
