@@ -35,7 +35,7 @@ _CALLS = ("import time as _t\n_l=[]\nfor _i in range({n}):\n    _s=_t.perf_count
 
 
 def _runsc_registered() -> bool:
-    from codeact.sandbox.engine import runtimes
+    from codeact.image.engine import runtimes
 
     return "runsc" in runtimes()
 

@@ -62,8 +62,8 @@ def _placeholder(m: Measure, status: str, reason: str) -> list[Row]:
 def _docker_error(ctx: Context) -> str | None:
     """Why the Docker backend cannot run here (engine, image), or None."""
     try:
+        from codeact.image.engine import docker_client
         from codeact.sandbox.docker import sandbox_image
-        from codeact.sandbox.engine import docker_client
 
         docker_client().close()
         sandbox_image(ctx.subject)

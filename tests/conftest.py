@@ -22,7 +22,7 @@ BACKENDS = ["local", "docker"]
 
 def _engine_or_skip() -> None:
     try:
-        from codeact.sandbox.engine import docker_client
+        from codeact.image.engine import docker_client
 
         docker_client().close()
     except SandboxUnavailable as exc:

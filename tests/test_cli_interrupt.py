@@ -80,7 +80,7 @@ def marks_at_least(path: Path, n: int) -> Any:
 
 def containers_of(pid: int) -> list[str]:
     """Containers (running or not) labelled as owned by process ``pid``."""
-    from codeact.sandbox.engine import docker_client
+    from codeact.image.engine import docker_client
 
     client = docker_client()
     try:

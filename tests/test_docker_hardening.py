@@ -21,7 +21,7 @@ CONFIG = SandboxConfig(backend="docker", timeout_s=10, memory_mb=256, cpus=0.5, 
 
 def runsc_or_skip() -> None:
     """gVisor variants run wherever runsc is registered; under CI=true its absence is a failure."""
-    from codeact.sandbox.engine import runtimes
+    from codeact.image.engine import runtimes
 
     if "runsc" not in runtimes():
         if os.environ.get("CI") == "true":
