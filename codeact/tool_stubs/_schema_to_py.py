@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from codeact._text import one_line
+
 __all__ = [
     "TypeRenderer",
     "allows_null",
     "camel",
-    "one_line",
     "py_literal",
     "py_str",
     "required_keys",
@@ -62,12 +63,6 @@ def camel(text: str) -> str:
     """``get_weather`` / ``get-weather`` / ``getWeather`` → ``GetWeather`` (may be empty)."""
     parts = re.split(r"[\W_]+", text)
     return "".join(p[:1].upper() + p[1:] for p in parts if p)
-
-
-def one_line(text: str, limit: int = 160) -> str:
-    """Collapse whitespace and drop unprintable characters, for a ``#`` comment."""
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def resolve_ref(root: Any, ref: str) -> Any:
@@ -286,7 +281,7 @@ def _describe(schema: Any) -> str:
     if not isinstance(schema, dict):
         return ""
     text = schema.get("description") or schema.get("title") or ""
-    return one_line(text) if isinstance(text, str) else ""
+    return one_line(text, 160) if isinstance(text, str) else ""  # for a ``#`` comment
 
 
 def _field_comment(required: bool, total: bool, description: str) -> str:
