@@ -43,7 +43,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
      "codeact.runtime.toolset"),  # sources → runtime/sources/, importing Toolset only
     ("codeact.sandbox.engine", "codeact.sandbox.image", "codeact.sandbox.prune"),  # image building → its own package
     ("codeact.evals.batch", "codeact.runtime.session"),
-    ("codeact.evals.ray_engine", "codeact.evals.runner"),
 }
 
 #: Cross-package imports of private modules still to remove (issue 17).
