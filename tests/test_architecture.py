@@ -49,7 +49,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("codeact.runtime.session", "codeact.sandbox._reaper"),
     ("codeact.runtime.openapi", "codeact.tool_stubs._schema_to_py"),
-    ("codeact.cli._evals", "codeact.evals._progress"),
 }
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.

@@ -279,7 +279,7 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
 
     todo = [i for i in range(len(items)) if i not in sink.lines]
     if engine == "ray":
-        from ..evals._progress import Bar
+        from ..evals.progress import Bar
         from ..evals.ray_engine import map_code_ray
 
         with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:
