@@ -226,9 +226,10 @@ class Transport:
 
     async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`post` (a fresh ``httpx.AsyncClient`` per call: safe across event loops)."""
-        attempt = 0
+        attempt = -1
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
             while True:
+                attempt += 1
                 try:
                     response = await client.post(url, headers=headers, json=body)
                 except httpx.TransportError as exc:
@@ -241,9 +242,10 @@ class Transport:
 
     async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
-        attempt = 0
+        attempt = -1
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
             while True:
+                attempt += 1
                 try:
                     async with client.stream("POST", url, headers=headers, json=body) as response:
                         if response.is_success:
