@@ -173,6 +173,8 @@ def _done_lines(out: Path, count: int) -> dict[int, str]:
     return done
 
 
+# Alike by design (eval_command's options): typer reads each command's options from its own signature;
+# the shared ones are one alias each (_options.py, EngineOpt, Workers, …), declared per command.
 def batch_command(
     code_file: Annotated[Path, typer.Argument(help="the code action; each input is bound as `item`")],
     inputs: Annotated[Path, typer.Argument(help="JSONL: one JSON value per line")],

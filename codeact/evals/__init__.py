@@ -23,6 +23,7 @@ from .results_store import EpisodeResult, ResultsStore, RunMeta, load_run
 from .runner import RunSummary, run_suite
 from .suite import MODES, EpisodeKey, Suite, Task, load_suite
 
+# Alike by design (the other packages' lists): names, one a line; pinned in tests/test_subpackage_api.py.
 __all__ = [
     "MODES",
     "Check",

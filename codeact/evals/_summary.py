@@ -44,6 +44,8 @@ class ModeStats:
     errors: dict[str, int]
     status: dict[str, int]
     turns_hist: dict[int, int]
+    # Alike by design (_accounting.Accounting): its counters, copied flat so that summary.json keeps one
+    # flat object per mode.
     #: Where the mode's planned episodes went (see :mod:`._accounting`).
     planned: int = 0
     finished: int = 0

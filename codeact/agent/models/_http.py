@@ -222,6 +222,9 @@ class Transport:
                 delay = self._wait_or_raise(attempt, response)
             time.sleep(delay)
 
+    # Alike by design (post/stream above): the async loops are the sync ones with awaited calls (a
+    # fresh AsyncClient per call); the retry decision is _wait_or_raise's, and each loop counts its
+    # attempts (test_retries_exhausted / _async pin both).
     # -- async --------------------------------------------------------------------------------
 
     async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
