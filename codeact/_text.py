@@ -10,9 +10,10 @@ __all__ = ["one_line", "parse_retry_after", "retry_after_seconds"]
 
 
 def one_line(text: str, limit: int = 500) -> str:
-    """Collapse whitespace to a single line and cap it at ``limit`` characters (with an ellipsis)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """One printable line: unprintable characters become spaces, whitespace runs collapse to one
+    space, and a text longer than ``limit`` characters is cut (an ellipsis marking the cut)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -68,6 +68,9 @@ class FileInfo(BaseModel):
 class ExecutionResult(BaseModel):
     """The structured result of one code action (the contract in DESIGN.md)."""
 
+    # Alike by design (sandbox/driver.py _Done): the kernel's done frame carries these fields on the wire;
+    # the frame schema is the sandbox's own model (issue 17 gives it one frame-schema module). EpisodeResult
+    # (evals/results_store.py) is a list of fields of the same shape, of another record.
     ok: bool
     termination: Termination
     stdout: str = ""

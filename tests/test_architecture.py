@@ -40,14 +40,10 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 #: Import cycles between modules still to break (issue 17), each as its sorted member list.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
     ("codeact.evals.batch", "codeact.runtime.session"),
-    ("codeact.evals._html", "codeact.evals.report"),
-    ("codeact.evals.ray_engine", "codeact.evals.runner"),
 }
 
 #: Cross-package imports of private modules still to remove (issue 17).
-KNOWN_PRIVATE: set[tuple[str, str]] = {
-    ("codeact.cli._evals", "codeact.evals._progress"),
-}
+KNOWN_PRIVATE: set[tuple[str, str]] = set()
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.
 IN_SANDBOX = tuple(sorted(f"sandbox/inside/{p.name}" for p in (PACKAGE / "sandbox" / "inside").glob("*.py")

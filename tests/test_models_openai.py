@@ -182,6 +182,15 @@ def test_retries_exhausted(make: Any) -> None:
     assert "after 4 attempts" in str(info.value)
 
 
+@STREAMING
+def test_retries_exhausted_async(make: Any, stream: bool) -> None:
+    server, client = make([{"http_status": 503}] * 5)
+    with pytest.raises(ModelError) as info:  # the bound: a loop that never counts its attempts times out
+        asyncio.run(asyncio.wait_for(client.acomplete([Message.user("Oslo?")], stream=stream), 20))
+    assert info.value.status == 503 and info.value.retryable and len(server.requests) == 4
+    assert "after 4 attempts" in str(info.value)
+
+
 def test_error_never_leaks_the_key(make: Any) -> None:
     _, client = make([{"http_status": 401, "message": f"Incorrect API key provided: {KEY}."}])
     with pytest.raises(ModelError) as info:

@@ -74,6 +74,7 @@ class ToolCall(BaseModel):
         return cls(id=id, name=name, arguments=args, arguments_raw=json.dumps(args, ensure_ascii=False))
 
 
+# Alike by design (results.ToolCallError and other small frozen models): three fields of a different record.
 class ToolResult(BaseModel):
     """The answer to one tool call, matched to it by ``call_id``."""
 

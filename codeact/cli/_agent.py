@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from .._text import one_line
 from ..errors import SandboxUnavailable
 from ._exec import load_toolset
 from ._interrupt import EXIT_INTERRUPTED, interrupts
@@ -26,8 +27,7 @@ _FENCE_OUT = r"```[ \t]*(?:python3?|py)[ \t]*\n.*?(?:^[ \t]*```|\Z)"
 
 def _short(value: Any, limit: int = 100) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+    return escape(one_line(text, limit))
 
 
 class EventPrinter:

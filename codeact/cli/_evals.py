@@ -173,6 +173,8 @@ def _done_lines(out: Path, count: int) -> dict[int, str]:
     return done
 
 
+# Alike by design (eval_command's options): typer reads each command's options from its own signature;
+# the shared ones are one alias each (_options.py, EngineOpt, Workers, …), declared per command.
 def batch_command(
     code_file: Annotated[Path, typer.Argument(help="the code action; each input is bound as `item`")],
     inputs: Annotated[Path, typer.Argument(help="JSONL: one JSON value per line")],
@@ -279,7 +281,7 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
 
     todo = [i for i in range(len(items)) if i not in sink.lines]
     if engine == "ray":
-        from ..evals._progress import Bar
+        from ..evals.progress import Bar
         from ..evals.ray_engine import map_code_ray
 
         with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:

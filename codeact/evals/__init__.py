@@ -7,8 +7,8 @@
 
 Suites (:mod:`.suite`, :mod:`.checks`, built-ins in :mod:`.suites`), the runner (:mod:`.runner`,
 resumable results in :mod:`.results_store`), the report (:mod:`.report`; plots need the ``plots``
-extra), batches (:mod:`.batch`) and Ray scale-out (:mod:`.ray_engine`; the ``ray`` extra, imported
-only when asked for).
+extra), batches (:mod:`.batch`), Ray scale-out (:mod:`.ray_engine`; the ``ray`` extra, imported
+only when asked for) and the progress bar they show (:mod:`.progress`).
 
 Floor 5 of the layers (docs/architecture.md): imports ``agent`` and below, never a higher floor.
 """
@@ -23,6 +23,7 @@ from .results_store import EpisodeResult, ResultsStore, RunMeta, load_run
 from .runner import RunSummary, run_suite
 from .suite import MODES, EpisodeKey, Suite, Task, load_suite
 
+# Alike by design (the other packages' lists): names, one a line; pinned in tests/test_subpackage_api.py.
 __all__ = [
     "MODES",
     "Check",

@@ -25,6 +25,8 @@ SCRIPTED_TOKENS = "estimated (characters ÷ 4, scripted)"
 class Accounting:
     """One mode's episodes, from plan to outcome."""
 
+    # Alike by design (the counters of agent.Episode, ModeStats, viewer's EpisodeTimeline): ModeStats
+    # copies these counters flat into summary.json; the others count other things.
     mode: str
     planned: int = 0
     finished: int = 0

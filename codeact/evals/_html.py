@@ -6,10 +6,9 @@ import base64
 import html
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .report import Report
+from ._sections import episodes_table, intro, mode_table, notes, paired_text, task_table
+from ._summary import Report
 
 __all__ = ["render_html"]
 
@@ -36,16 +35,14 @@ def _img(out_dir: Path, name: str) -> str:
 
 
 def render_html(report: Report, out_dir: Path, plots: Sequence[str]) -> str:
-    from .report import _intro, _notes, _paired_text, episodes_table, mode_table, task_table
-
     n = sum(s.episodes for s in report.modes)
     title = f"Experiment report: {report.meta.suite if report.meta else 'results'}"
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p>{html.escape(_intro(report, n).replace('**', ''))}</p>",
-        *(f"<p>{html.escape(note)}</p>" for note in _notes(report)),
+        f"<p>{html.escape(intro(report, n).replace('**', ''))}</p>",
+        *(f"<p>{html.escape(note)}</p>" for note in notes(report)),
         "<h2>Episodes</h2>",
         _table(*episodes_table(report)),
         "<h2>Per mode</h2>",
@@ -54,7 +51,7 @@ def render_html(report: Report, out_dir: Path, plots: Sequence[str]) -> str:
         _table(*mode_table(report)),
         "<h2>Code vs JSON, per task</h2>",
         _table(*task_table(report)),
-        f"<p>{html.escape(_paired_text(report.paired))}</p>",
+        f"<p>{html.escape(paired_text(report.paired))}</p>",
     ]
     if plots:
         parts += ["<h2>Plots</h2>", "<div>", *(_img(out_dir, p) for p in plots), "</div>"]

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ._summary import Report
 
 __all__ = ["draw_all"]
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .runner import RunConfig
+    from ._episode import RunConfig
     from .suite import Suite, Task
 
 __all__ = ["ANSWER_PROTOCOL", "diff", "fingerprint", "fingerprint_id", "task_hash"]

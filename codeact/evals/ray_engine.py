@@ -19,8 +19,8 @@ from typing import Any
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox.base import SandboxConfig
+from ._episode import EpisodeFailure, EpisodeRunner, RunConfig
 from .results_store import EpisodeResult
-from .runner import EpisodeFailure, EpisodeRunner, RunConfig
 from .suite import EpisodeKey
 
 __all__ = ["init_ray", "map_code_ray", "run_episodes"]

@@ -31,6 +31,8 @@ class EpisodeResult(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    # Alike by design (agent.Episode, whose fields it stores): the stored form keeps plain types and extra
+    # fields, so results.jsonl files keep loading as Episode changes.
     task_id: str
     mode: str
     repeat: int

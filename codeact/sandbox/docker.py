@@ -23,6 +23,7 @@ from typing import Any
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import LogConfig, Mount, Ulimit
 
+from .._text import one_line
 from ..errors import SandboxUnavailable
 from ..image import ensure_image, resolve_python
 from ..image.engine import docker_client
@@ -162,7 +163,7 @@ class DockerSandbox:
             self._channel = listener.accept(30.0, self.config.max_frame_bytes)
         except (DockerException, OSError) as exc:
             self.close()
-            raise SandboxUnavailable(f"cannot start the sandbox container: {_one_line(exc)}") from None
+            raise SandboxUnavailable(f"cannot start the sandbox container: {one_line(str(exc), 300)}") from None
         except SandboxUnavailable:
             self.close()
             raise
@@ -228,7 +229,3 @@ def _remove(container_id: str, workspace: Workspace) -> None:
             raise
     finally:
         workspace.close()  # unmount before the reaper deletes the session directory
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

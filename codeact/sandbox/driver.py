@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._text import one_line
 from ..errors import ProtocolViolation, SandboxUnavailable
 from .base import Sandbox
 from .inside.protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
@@ -133,7 +134,7 @@ class KernelDriver:
             self._send({"type": "setup", "stubs": stubs})
             ready = _Ready.model_validate(chan.recv())
         except (FrameError, OSError, ValidationError) as exc:
-            raise SandboxUnavailable(f"the kernel did not start properly: {_one_line(exc)}") from None
+            raise SandboxUnavailable(f"the kernel did not start properly: {one_line(str(exc), 300)}") from None
         if ready.error:
             raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
 
@@ -190,7 +191,7 @@ class KernelDriver:
             except PeerClosed:
                 return self._died(interrupted)
             except (FrameError, OSError) as exc:
-                return self._violation(f"unreadable frame: {_one_line(exc)}")
+                return self._violation(f"unreadable frame: {one_line(str(exc), 300)}")
             kind = message.get("type")
             if kind == "call":
                 problem = _call_problem(message)
@@ -204,7 +205,7 @@ class KernelDriver:
                 try:
                     done = _Done.model_validate(message)
                 except ValidationError as exc:
-                    return self._violation(f"malformed done frame: {_one_line(exc)}")
+                    return self._violation(f"malformed done frame: {one_line(str(exc), 300)}")
                 if done.id != run_id:
                     return self._violation("a 'done' frame for a run that is not in progress")
                 return RunOutcome(done.termination, done=done, interrupted=interrupted)
@@ -229,7 +230,7 @@ class KernelDriver:
             try:
                 frame = _OutputFrame.model_validate(message)
             except ValidationError as exc:
-                raise FrameError(f"malformed output frame: {_one_line(exc)}") from None
+                raise FrameError(f"malformed output frame: {one_line(str(exc), 300)}") from None
             if frame.id != run_id:
                 raise FrameError("an 'output' frame for a run that is not in progress")
             for name, text in frame.chunks:
@@ -276,10 +277,5 @@ def _call_problem(message: dict[str, Any]) -> str | None:
     try:
         _Call.model_validate(message)
     except ValidationError as exc:
-        return _one_line(exc)
+        return one_line(str(exc), 300)
     return None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300]

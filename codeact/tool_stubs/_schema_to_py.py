@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from codeact._text import one_line
 from codeact.tool_stubs.refs import resolve_ref
 
 __all__ = [
     "TypeRenderer",
     "allows_null",
     "camel",
-    "one_line",
     "py_literal",
     "py_str",
     "required_keys",
@@ -65,10 +65,6 @@ def camel(text: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in parts if p)
 
 
-def one_line(text: str, limit: int = 160) -> str:
-    """Collapse whitespace and drop unprintable characters, for a ``#`` comment."""
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def required_keys(schema: dict[str, Any], props: dict[str, Any]) -> set[str]:
@@ -269,7 +265,7 @@ def _describe(schema: Any) -> str:
     if not isinstance(schema, dict):
         return ""
     text = schema.get("description") or schema.get("title") or ""
-    return one_line(text) if isinstance(text, str) else ""
+    return one_line(text, 160) if isinstance(text, str) else ""  # for a ``#`` comment
 
 
 def _field_comment(required: bool, total: bool, description: str) -> str:

@@ -200,13 +200,17 @@ class ToolSpec(BaseModel):
         decoding; see :mod:`codeact.tool_stubs.strict`), or as they are, without the flag, when the
         schema has no strict form. Optional arguments then arrive as null: :meth:`drop_omitted_nulls`.
         """
-        fn: dict[str, Any] = {"name": self.name}
+        return {"type": "function", "function": self._wire("parameters", strict)}
+
+    def _wire(self, schema_key: str, strict: bool) -> dict[str, Any]:
+        """``{name, description?, <schema_key>: input schema, strict?}``: both vendors' tool shape."""
+        out: dict[str, Any] = {"name": self.name}
         if self.description:
-            fn["description"] = self.description
-        fn["parameters"] = copy.deepcopy(self.input_schema)
+            out["description"] = self.description
+        out[schema_key] = copy.deepcopy(self.input_schema)
         if strict and (converted := self.strict_input_schema()) is not None:
-            fn["parameters"], fn["strict"] = converted, True
-        return {"type": "function", "function": fn}
+            out[schema_key], out["strict"] = converted, True
+        return out
 
     def strict_input_schema(self) -> dict[str, Any] | None:
         """The input schema in the providers' strict subset, or None if it has no strict form."""
@@ -242,13 +246,7 @@ class ToolSpec(BaseModel):
     def to_anthropic(self, strict: bool = False) -> dict[str, Any]:
         """The Anthropic Messages shape ``{name, description, input_schema}``; ``strict=True`` as in
         :meth:`to_openai` (Anthropic's ``"strict": true`` tool flag)."""
-        out: dict[str, Any] = {"name": self.name}
-        if self.description:
-            out["description"] = self.description
-        out["input_schema"] = copy.deepcopy(self.input_schema)
-        if strict and (converted := self.strict_input_schema()) is not None:
-            out["input_schema"], out["strict"] = converted, True
-        return out
+        return self._wire("input_schema", strict)
 
     @classmethod
     def from_mcp(cls, d: Any) -> ToolSpec:

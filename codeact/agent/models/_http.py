@@ -222,13 +222,17 @@ class Transport:
                 delay = self._wait_or_raise(attempt, response)
             time.sleep(delay)
 
+    # Alike by design (post/stream above): the async loops are the sync ones with awaited calls (a
+    # fresh AsyncClient per call); the retry decision is _wait_or_raise's, and each loop counts its
+    # attempts (test_retries_exhausted / _async pin both).
     # -- async --------------------------------------------------------------------------------
 
     async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`post` (a fresh ``httpx.AsyncClient`` per call: safe across event loops)."""
-        attempt = 0
+        attempt = -1
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
             while True:
+                attempt += 1
                 try:
                     response = await client.post(url, headers=headers, json=body)
                 except httpx.TransportError as exc:
@@ -241,9 +245,10 @@ class Transport:
 
     async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
-        attempt = 0
+        attempt = -1
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
             while True:
+                attempt += 1
                 try:
                     async with client.stream("POST", url, headers=headers, json=body) as response:
                         if response.is_success:

@@ -30,6 +30,8 @@ class ModelClient(Protocol):
 
     model: str
 
+    # Alike by design (HTTPModelClient below, ScriptedModel in scripted.py): every implementation spells
+    # out the protocol's signatures, so that each stays typed and documented where it is implemented.
     def complete(
         self,
         messages: Sequence[Message],
@@ -119,6 +121,7 @@ class HTTPModelClient(abc.ABC):
     @abc.abstractmethod
     def _headers(self, stream: bool) -> dict[str, str]: ...
 
+    # Alike by design (AnthropicClient._body, OpenAIClient._body): the vendors implement this signature.
     @abc.abstractmethod
     def _body(
         self,
@@ -146,6 +149,8 @@ class HTTPModelClient(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # Alike by design (acomplete below): the sync and async twins differ only in the blocking vs awaited
+    # transport call; everything else (_body, _endpoint, _headers, _parse, the accumulator) is shared.
     def complete(
         self,
         messages: Sequence[Message],

@@ -203,6 +203,8 @@ class OpenAIClient(HTTPModelClient):
 
     provider = "openai"
 
+    # Alike by design (AnthropicClient.__init__): each vendor's constructor spells out its own keywords,
+    # environment variables and defaults; the shared part is HTTPModelClient.__init__.
     def __init__(
         self,
         model: str,

@@ -56,6 +56,8 @@ class ScriptedModel:
             return None
         return max(0, len(self._responses) - len(self.requests))
 
+    # Alike by design (ModelClient in base.py; acomplete below): the protocol's signature, spelled out;
+    # acomplete only delegates to complete.
     def complete(
         self,
         messages: Sequence[Message],

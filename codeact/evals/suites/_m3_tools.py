@@ -84,6 +84,8 @@ SEQUENCES = {
 }
 
 
+# Alike by design (each factory here): a suite's tools are fixtures the model reads (names, docstrings,
+# errors); each factory spells its own out rather than generating them.
 def dna_tools() -> Toolset:
     @tool
     def get_sequence(name: str) -> str:

@@ -222,6 +222,8 @@ final_answer(round(total, 2))
     },
 )
 
+# Alike by design (the other tasks here and in the other suites): tasks are declarative data, one Task
+# literal each with its instruction, expected answer, check and reference replies.
 TOP_CUSTOMER = Task(
     id="data.top_customer",
     instruction="Which customer spent the most in US dollars on completed orders (Jan-Jun 2024)? "

@@ -33,6 +33,8 @@ _STEP1 = base64.b64decode(MESSAGES[7]).decode()
 _STEP2 = _STEP1[::-1]
 _PLAIN = codecs.encode(_STEP2, "rot13")
 
+# Alike by design (the other tasks here and in the other suites): tasks are declarative data, one Task
+# literal each with its instruction, expected answer, check and reference replies.
 DECODE = Task(
     id="m3.decode",
     instruction="Message 7 was encoded with ROT13, then reversed, then base64-encoded. What does it say?",

@@ -89,6 +89,8 @@ def to_c(obs):
     return obs["temperature"] if obs["units"] == "C" else (obs["temperature"] - 32) * 5 / 9
 '''
 
+# Alike by design (the other tasks here and in the other suites): tasks are declarative data, one Task
+# literal each with its instruction, expected answer, check and reference replies.
 COMPARE = Task(
     id="weather.compare",
     instruction="How many degrees Celsius warmer is Beijing than Pittsburgh right now? "

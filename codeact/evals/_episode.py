@@ -1,0 +1,105 @@
+"""One episode, run and graded: what the local engine (:mod:`.runner`) and the Ray actors
+(:mod:`.ray_engine`) both run.
+
+Each episode gets fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed
+after. An exception escaping the agent is a harness failure (:class:`EpisodeFailure`), not a model
+result; ``SandboxUnavailable`` is a fatal one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SandboxUnavailable
+from ..runtime.session import Runtime
+from ..sandbox.base import SandboxConfig
+from .answers import instruction as answer_instruction
+from .answers import to_value
+from .fingerprint import fingerprint_id
+from .providers import ModelProvider, ModelSpec
+from .results_store import EpisodeResult, _jsonable
+from .suite import EpisodeKey, Suite, load_suite
+
+__all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a worker needs to run episodes; picklable (a Ray actor rebuilds the rest)."""
+
+    suite_ref: str
+    model: ModelSpec
+    sandbox: SandboxConfig
+    out_dir: str
+    tasks: tuple[str, ...] | None = None
+    budget: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+    stream: bool = False
+    #: The run fingerprint (see :mod:`.fingerprint`); each episode records its id.
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeFailure:
+    """An episode the harness could not finish (it will be tried again on a re-run)."""
+
+    key: EpisodeKey
+    error: str
+    fatal: bool = False
+
+
+class EpisodeRunner:
+    """Runs single episodes; one per worker process (shared by its threads)."""
+
+    def __init__(self, config: RunConfig, *, suite: Suite | None = None,
+                 provider: ModelProvider | None = None) -> None:
+        self.config = config
+        self.suite = suite or load_suite(config.suite_ref, config.tasks)
+        self._own_provider = provider is None
+        self.provider = provider or config.model.open(self.suite)
+        self.traces = Path(config.out_dir) / "traces"
+        self.traces.mkdir(parents=True, exist_ok=True)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def run(self, key: EpisodeKey) -> EpisodeResult:
+        """Run one episode and grade it. Raises what the harness could not handle."""
+        from ..agent import Budget, CodeActAgent, FunctionCallingAgent
+
+        task = self.suite[key.task_id]
+        budget = Budget(**{**self.config.budget, **task.budget})
+        trace = self.traces / f"{key.task_id}__{key.mode}__{key.repeat}.jsonl"
+        toolset = task.make_tools()
+        runtime = Runtime(toolset, self.config.sandbox)
+        client = self.provider.client(key)
+        try:
+            common: dict[str, Any] = {"runtime": runtime, "budget": budget, "system_prompt": self.config.system_prompt,
+                                      "trace_path": trace, "stream": self.config.stream}
+            agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
+                     else FunctionCallingAgent(client, toolset, **common))
+            episode = agent.run(f"{task.instruction}\n\n{answer_instruction(key.mode)}")
+        finally:
+            runtime.close()
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+        correct = episode.status == "answered" and task.grade(episode.answer)
+        return EpisodeResult.from_episode(key, episode, correct=correct, suite=self.suite.name,
+                                          expected=task.expected, worker=self.worker,
+                                          fingerprint=fingerprint_id(self.config.fingerprint, key.task_id),
+                                          answer_value=_jsonable(to_value(episode.answer)))
+
+    def run_safe(self, key: EpisodeKey) -> EpisodeResult | EpisodeFailure:
+        try:
+            return self.run(key)
+        except SandboxUnavailable as exc:
+            return EpisodeFailure(key, f"sandbox unavailable: {exc}", fatal=True)
+        except Exception as exc:
+            return EpisodeFailure(key, f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        if self._own_provider:
+            self.provider.close()

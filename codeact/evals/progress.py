@@ -1,0 +1,81 @@
+"""A rich progress bar on stderr: done/total, failed, elapsed, ETA, and a free-text status."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+__all__ = ["Bar", "ModeRates"]
+
+
+class ModeRates:
+    """Running success rate per mode, e.g. ``code 6/7 86% · json 5/7 71%``."""
+
+    def __init__(self, modes: Iterable[str]) -> None:
+        self.counts = {m: [0, 0] for m in modes}
+
+    def add(self, mode: str, correct: bool) -> None:
+        seen = self.counts.setdefault(mode, [0, 0])
+        seen[0] += int(correct)
+        seen[1] += 1
+
+    def __str__(self) -> str:
+        return " · ".join(f"{m} {ok}/{n} {100 * ok / n:.0f}%" if n else f"{m} -"
+                          for m, (ok, n) in self.counts.items())
+
+
+class Bar:
+    """``with Bar(total, label, enabled) as bar: bar.advance(failed=..., status=...)``."""
+
+    def __init__(self, total: int, label: str, *, enabled: bool = True, completed: int = 0,
+                 failed: int = 0, status: str = "") -> None:
+        self.enabled = enabled
+        self.failed = failed
+        self._lock = threading.Lock()
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=Console(stderr=True),
+            transient=False,
+            disable=not enabled,
+        )
+        self._task: TaskID = self._progress.add_task(label, total=total, completed=completed,
+                                                      failed=failed, status=status)
+
+    def advance(self, *, failed: bool = False, status: str | None = None) -> None:
+        with self._lock:
+            self.failed += int(failed)
+            if status is None:
+                self._progress.update(self._task, advance=1, failed=self.failed)
+            else:
+                self._progress.update(self._task, advance=1, failed=self.failed, status=status)
+
+    def note(self, text: str) -> None:
+        """A line on stderr (above the bar when there is one)."""
+        self._progress.console.print(text, markup=False, highlight=False)
+
+    def __enter__(self) -> Bar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
