@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from codeact import Runtime, SandboxConfig, ToolError, tool
+from codeact import Runtime, SandboxConfig, SandboxError, ToolError, tool
 from codeact.cli import app
 from codeact.evals.batch import function_code, map_code
+from codeact.runtime import batch as runtime_batch
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 
@@ -108,6 +110,133 @@ def test_inputs_must_be_json(runtime: Runtime) -> None:
     with pytest.raises(TypeError, match="input 1"):
         map_code(runtime, "item", [1, {1, 2}])
     assert map_code(runtime, "item", []) == []
+
+
+def test_reset_removes_user_names_and_restores_shadowed_stubs_and_builtins(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        session.run("x = 1\nimport math\nprice = None\nlen = lambda *a: -1\nfinal_answer = 0\n"
+                    "parallel = ToolError = aio = None")
+        session._reset()
+        result = session.run('[globals().get("x", "gone"), globals().get("math", "gone"), price(sku="abc"), '
+                             'len("ab"), callable(final_answer), callable(parallel), aio is not None, '
+                             'issubclass(ToolError, Exception)]')
+        assert result.value == ["gone", "gone", 3.0, 2, True, True, True, True]
+
+
+def test_reset_restores_a_stub_the_code_deleted(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        assert session.run("del price\ndel aio\ndel ToolError\n'price' in globals()").value is False
+        assert session.run('price(sku="ab")').error is not None  # NameError: gone for now
+        session._reset()
+        assert session.run('[price(sku="abc"), await aio.price(sku="ab"), ToolError.__name__]').value == [
+            3.0, 2.0, "ToolError"]
+
+
+def test_reset_works_under_the_restricted_policy() -> None:
+    with Runtime([price], SandboxConfig(backend="local", timeout_s=10)) as rt, rt.session() as session:
+        session.run("x = 1\nprice = None")
+        session._reset()
+        assert session.run('price(sku="abcd")').value == 4.0
+        result = session.run("x")
+        assert result.error is not None and result.error.type == "NameError"
+
+
+def test_bind_sets_nested_json_values(runtime: Runtime) -> None:
+    value = {"a": [1, 2.5, None, True, {"b": "ü\n\"'", "c": []}], "n": -3, "empty": {}}
+    with runtime.session() as session:
+        session._bind({"item": value, "other": [[[]]], "flag": False})
+        result = session.run("[item, other, flag, type(item['a'][1]).__name__, type(item['n']).__name__]")
+        assert result.value == [value, [[[]]], False, "float", "int"]
+        session._bind({"item": 2})  # binding again replaces
+        assert session.run("item").value == 2
+
+
+def test_bind_refuses_a_value_that_is_not_json_and_binds_nothing(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        session.run("item = 'before'")
+        for bad in ({1, 2}, float("nan"), object()):
+            with pytest.raises(TypeError, match="the value for 'item' is not JSON"):
+                session._bind({"ok": 1, "item": bad})
+        with pytest.raises(ValueError, match="cannot bind '__builtins__'"):
+            session._bind({"__builtins__": 1})
+        with pytest.raises(ValueError, match="cannot bind 'not a name', 'class'"):
+            session._bind({"not a name": 1, "class": 2})
+        assert session.run("[item, 'ok' in globals()]").value == ["before", False]  # the same sandbox, untouched
+        session._bind({"item": 3})
+        assert session.run("item").value == 3
+
+
+def test_a_value_that_is_not_json_fails_only_its_item(runtime: Runtime) -> None:
+    worker = runtime_batch._Worker(runtime, reuse=True)
+    try:
+        failed = worker.run("item", {1, 2})
+        assert not failed.ok and failed.termination == "error" and not failed.state_lost
+        assert failed.error is not None and failed.error.type == "TypeError" and "not JSON" in failed.error.message
+        assert worker.run("item", [1, {"a": 2}]).value == [1, {"a": 2}]
+    finally:
+        worker.close()
+
+
+def test_reset_and_bind_run_no_code(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        for i in range(3):
+            session._reset()
+            session._bind({"item": i})
+            result = session.run("item\n1 / 0")
+            assert result.error is not None and f'"<cell-{i + 1}>"' in result.error.traceback  # the kernel's count
+        assert len(session.history) == 3 and [c.code for c in session.cells] == ["item\n1 / 0"] * 3
+        assert [c.in_state for c in session.cells] == [False, False, True]  # a reset takes earlier cells out
+        assert [c.index for c in session.snapshot().cells] == [3]
+    results = map_code(runtime, "item\n1 / 0", [0, 1, 2], concurrency=1)  # one cell per item, no more
+    assert [f'"<cell-{i + 1}>"' in (r.error.traceback if r.error else "") for i, r in enumerate(results)] == [True] * 3
+
+
+def test_a_tool_call_between_runs_is_refused_not_answered_later(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        session.run("import threading, time\nout = []\n"
+                    "def late():\n    time.sleep(0.1)\n    try:\n        out.append(price(sku='ab'))\n"
+                    "    except ToolError as exc:\n        out.append(exc.message)\n"
+                    "t = threading.Thread(target=late)\nt.start()")
+        time.sleep(0.6)  # the call frame waits in the channel; the bind reads it, refuses it
+        session._bind({"item": 1})
+        result = session.run("t.join(5)\n[item, out]")
+        assert result.value == [1, ["no run is in progress: a tool call made between runs is refused"]]
+        assert result.calls == []
+
+
+def test_a_sandbox_that_dies_before_a_reset_is_replaced(runtime: Runtime) -> None:
+    with runtime.session() as session:
+        session.run("import os, threading, time\n"
+                    "threading.Thread(target=lambda: (time.sleep(0.1), os._exit(3))).start()")
+        time.sleep(0.6)
+        with pytest.raises(SandboxError, match="exit status 3"):
+            session._reset()
+        session._bind({"item": 5})  # a new sandbox
+        assert session.run("item").value == 5
+
+
+def test_progress_is_an_object_the_runtime_advances(runtime: Runtime) -> None:
+    class Progress:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def __enter__(self) -> Progress:
+            self.seen.append("enter")
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.seen.append("exit")
+
+        def advance(self, *, failed: bool = False) -> None:
+            self.seen.append("failed" if failed else "ok")
+
+    bar = Progress()
+    results = runtime.map("1 / item", [1, 0, 2], concurrency=1, progress=bar)
+    assert [r.ok for r in results] == [True, False, True]
+    assert bar.seen == ["enter", "ok", "failed", "ok", "exit"]
+    with pytest.warns(DeprecationWarning, match="draws no bar"):
+        assert [r.value for r in runtime.map("item", [1], progress=True)] == [1]
+    assert [r.value for r in map_code(runtime, "item", [1, 2], progress=True)] == [1, 2]  # the evals bar
 
 
 def test_cli_batch_500_inputs_3_failing(tmp_path: Path) -> None:

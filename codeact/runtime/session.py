@@ -9,8 +9,9 @@ import functools
 import json
 import threading
 import time
+import warnings
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -27,6 +28,7 @@ from . import _lifecycle
 from . import events as _events
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
+from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
@@ -98,14 +100,19 @@ class Runtime:
     async def arun(self, code: str, **kwargs: Any) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, **kwargs)
 
-    def map(self, code_or_fn: Any, inputs: Iterable[Any], *, concurrency: int = 4, progress: bool = False,
-            isolation: str = "auto") -> list[ExecutionResult]:
+    def map(self, code_or_fn: str | Callable[..., Any], inputs: Iterable[Any], *, concurrency: int = 4,
+            progress: bool | BatchProgress = False, isolation: Isolation = "auto") -> list[ExecutionResult]:
         """One code action per input (bound as ``item``), every result in input order, failures
-        included; workers reuse warm sessions. See :func:`codeact.evals.batch.map_code`."""
-        from ..evals.batch import map_code
+        included; workers reuse warm sessions. See :func:`codeact.runtime.batch.map_code`.
 
-        return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress,
-                        isolation=isolation)  # type: ignore[arg-type]
+        ``progress`` is an object the batch advances per item (see ``BatchProgress``); the runtime
+        draws nothing itself, so ``progress=True`` only warns (``codeact.evals.map_code`` draws a bar)."""
+        if progress is True:
+            warnings.warn("Runtime.map(progress=True) draws no bar (the runtime prints nothing): pass a progress "
+                          "object, or use codeact.evals.map_code(runtime, ..., progress=True)",
+                          DeprecationWarning, stacklevel=2)
+        bar = progress if not isinstance(progress, bool) else None
+        return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=bar, isolation=isolation)
 
     def restore(self, snapshot: Snapshot, *, config: SandboxConfig | None = None,
                 workspace: str | Path | None = None, inputs: Mapping[str, str | Path] | None = None,
@@ -299,6 +306,46 @@ class Session:
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------
+    def _reset(self) -> None:
+        """Put the namespace back to how the sandbox started: names the runs added are removed,
+        tool stubs and helpers rebound even where the code shadowed or deleted them (a ``reset``
+        frame). Nothing enters ``history`` or ``cells``; the earlier cells leave the state (a
+        snapshot after this one replays none of them). Imported modules and files stay.
+
+        Raises SandboxError (the sandbox is then discarded; the next use starts a new one)."""
+        with self._lock:
+            for cell in self.cells:
+                cell.in_state = False
+            if self._resume is not None:  # suspended: a new sandbox with the files, no cell to replay
+                try:
+                    self._ensure()
+                except SnapshotError:
+                    _lifecycle.forget_state(self)
+            self._restored = False
+            self._control(lambda driver: driver.reset())
+
+    def _bind(self, values: Mapping[str, Any]) -> None:
+        """Set names in the namespace to JSON values (a ``bind`` frame: decoded, never evaluated).
+        Nothing enters ``history`` or ``cells``, so the names are not part of what a snapshot,
+        a suspension or a recovery rebuilds.
+
+        Raises TypeError (a value is not JSON) or ValueError (a name cannot be bound) before
+        anything is sent, the session untouched; SandboxError as :meth:`_reset`."""
+        with self._lock:
+            self._control(lambda driver: driver.bind(values))
+
+    def _control(self, action: Callable[[KernelDriver], None]) -> None:
+        """Do a reset/bind on the kernel (caller holds the lock); a kernel that died is discarded."""
+        self.last_used = time.monotonic()
+        driver = self._ensure()
+        try:
+            action(driver)
+        finally:
+            if driver.dead:
+                self._discard()
+            self.last_used = time.monotonic()
 
     def interrupt(self) -> None:
         """Stop the running code (from any thread): the run ends ``interrupted``, its records kept.

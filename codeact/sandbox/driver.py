@@ -7,19 +7,20 @@ message is validated here; anything out of protocol kills the sandbox with a cle
 from __future__ import annotations
 
 import heapq
+import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._text import one_line
-from ..errors import ProtocolViolation, SandboxUnavailable
+from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from .base import Sandbox
-from .inside.protocol import VERSION, FrameError, PeerClosed, decode_bounded, encode
+from .inside.protocol import VERSION, FrameError, PeerClosed, bindable, decode_bounded, encode
 
 __all__ = ["CallHandler", "KernelDriver", "OutputHandler", "RunOutcome"]
 
@@ -46,6 +47,11 @@ class _Hello(_Strict):
 
 class _Ready(_Strict):
     type: Literal["ready"]
+    error: str | None = None
+
+
+class _Bound(_Strict):
+    type: Literal["bound"]
     error: str | None = None
 
 
@@ -87,6 +93,12 @@ class _OutputFrame(_Strict):
     type: Literal["output"]
     id: str
     chunks: list[tuple[Literal["stdout", "stderr"], str]] = Field(max_length=10_000)
+
+
+#: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
+CONTROL_TIMEOUT_S = 30.0
+_STRAY_CALL = {"ok": False, "error": {"code": "tool_exception", "retryable": False,
+                                      "message": "no run is in progress: a tool call made between runs is refused"}}
 
 
 @dataclass
@@ -137,6 +149,59 @@ class KernelDriver:
             raise SandboxUnavailable(f"the kernel did not start properly: {one_line(str(exc), 300)}") from None
         if ready.error:
             raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
+
+    def reset(self, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
+        """Put the namespace back to its baseline (a ``reset`` frame: no code runs).
+
+        Raises ProtocolViolation (the sandbox is killed) for an answer out of protocol, and
+        SandboxError when the kernel died, did not answer in time (killed) or refused."""
+        self._control("reset", encode({"type": "reset"}), _Ready, timeout_s)
+
+    def bind(self, values: Mapping[str, Any], timeout_s: float = CONTROL_TIMEOUT_S) -> None:
+        """Set names in the namespace to JSON values (a ``bind`` frame: the kernel decodes JSON,
+        nothing is evaluated). Raises ValueError for a name that cannot be bound and TypeError
+        for a value that is not JSON, before anything is sent (the kernel is untouched); else as
+        :meth:`reset`."""
+        bad = [name for name in values if not bindable(name)]
+        if bad:
+            raise ValueError(f"cannot bind {', '.join(map(repr, bad[:5]))}: names are identifiers, "
+                             "not keywords, not starting with '__'")
+        try:
+            data = encode({"type": "bind", "values": dict(values)})
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise TypeError(_not_json(values, exc)) from None
+        self._control("bind", data, _Bound, timeout_s)
+
+    def _control(self, kind: str, data: bytes, answer: type[_Ready | _Bound], timeout_s: float) -> None:
+        """Send a reset/bind frame, wait for its one answer (refusing stray calls meanwhile)."""
+        chan = self.sandbox.channel
+        deadline = time.monotonic() + timeout_s
+        try:
+            chan.sock.settimeout(timeout_s)
+            with self._write_lock:
+                chan.sock.sendall(data)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                chan.sock.settimeout(left)
+                message = decode_bounded(chan.recv_body())
+                if message.get("type") != "call":
+                    break
+                problem = _call_problem(message)  # a thread the code left running calls a tool between runs
+                if problem is not None:
+                    raise FrameError(f"malformed call frame: {problem}")
+                self.reply(message["seq"], _STRAY_CALL)
+            reply = answer.model_validate(message)
+        except TimeoutError:
+            self._kill()
+            raise SandboxError(f"the kernel did not answer {kind!r} within {timeout_s:g} s and was killed") from None
+        except (PeerClosed, OSError):
+            raise SandboxError(self._died(interrupted=False).reason) from None
+        except (FrameError, ValidationError, RecursionError, MemoryError) as exc:
+            raise ProtocolViolation(self._violation(f"answer to {kind!r}: {one_line(str(exc), 300)}").reason) from None
+        if reply.error:
+            raise SandboxError(f"the kernel refused {kind!r}: {reply.error}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
             output_limit: int, grace_s: float, max_call_bytes: int | None = None,
@@ -279,3 +344,13 @@ def _call_problem(message: dict[str, Any]) -> str | None:
     except ValidationError as exc:
         return one_line(str(exc), 300)
     return None
+
+
+def _not_json(values: Mapping[str, Any], exc: BaseException) -> str:
+    """Which bound value is not JSON, and why."""
+    for name, value in values.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as inner:
+            return f"the value for {name!r} is not JSON ({one_line(str(inner), 300)}); bound values are JSON values"
+    return f"the values are not JSON ({one_line(str(exc), 300)})"

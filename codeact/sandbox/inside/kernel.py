@@ -239,6 +239,8 @@ class Kernel:
         self.live_id: str | None = None
         self.live_flushed = 0.0
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        #: The namespace as setup left it (taken at the first frame after setup): what ``reset`` restores.
+        self.baseline: dict[str, Any] | None = None
         self._compile = self._compile_plain
         if policy == "restricted":
             import _restricted
@@ -275,7 +277,7 @@ class Kernel:
                 kind = message["type"]
                 if kind == "result":
                     self.client.deliver(message)
-                elif kind in ("run", "setup"):
+                elif kind in ("run", "setup", "reset", "bind"):
                     self.runs.put(message)
                 elif kind == "interrupt":
                     if self.running:
@@ -455,8 +457,14 @@ class Kernel:
         self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
         while True:
             request = self.runs.get()
-            if request["type"] == "setup":
+            kind = request["type"]
+            if kind == "setup":
                 self._reply_setup(request)
+                continue
+            if self.baseline is None:
+                self.baseline = dict(self.namespace)
+            if kind in ("reset", "bind"):
+                self._reply_control(request)
                 continue
             try:
                 done = self.run_cell(request)
@@ -474,6 +482,36 @@ class Kernel:
             self.send({"type": "ready"})
         except Exception as exc:
             self.send({"type": "ready", "error": _safe_text(str, exc, _MAX_MESSAGE)})
+
+    # -- reset and bind: the namespace changed by frames, never by code ----------------------------
+    def reset(self) -> None:
+        """Back to the baseline: every name added since is removed, every baseline name (stubs,
+        helpers, ``__builtins__``) rebound to its baseline object, even if the code deleted it."""
+        if self.baseline is None:  # no frame since setup: the namespace is the baseline
+            self.baseline = dict(self.namespace)
+        for name in [n for n in self.namespace if n not in self.baseline]:
+            del self.namespace[name]
+        self.namespace.update(self.baseline)
+
+    def bind(self, values: Any) -> None:
+        """Set names to the JSON values of the frame (already decoded: nothing is evaluated)."""
+        if not isinstance(values, dict):
+            raise TypeError("'values' must be an object of names to JSON values")
+        bad = [n for n in values if not protocol.bindable(n)]
+        if bad:
+            raise ValueError(f"not a name that can be bound: {', '.join(map(repr, bad[:5]))}")
+        self.namespace.update(values)
+
+    def _reply_control(self, request: dict[str, Any]) -> None:
+        reply = "ready" if request["type"] == "reset" else "bound"
+        try:
+            if reply == "ready":
+                self.reset()
+            else:
+                self.bind(request.get("values"))
+            self.send({"type": reply})
+        except Exception as exc:
+            self.send({"type": reply, "error": _safe_text(str, exc, _MAX_MESSAGE)})
 
 
 def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:

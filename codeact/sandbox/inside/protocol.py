@@ -4,13 +4,29 @@ A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON 
 object with a ``type`` key. No pickle, ever: the sandbox is hostile, so the host caps every
 frame's size before reading it and validates every message after decoding it.
 
-Kernel → host: ``hello``, ``call``, ``done``. Host → kernel: ``setup``, ``run``, ``result``,
-``interrupt``, ``shutdown``.
+Kernel → host: ``hello``, ``call``, ``output``, ``done``, ``ready``, ``bound``. Host → kernel:
+``setup``, ``run``, ``result``, ``interrupt``, ``shutdown``, ``reset``, ``bind``.
+
+The kernel handles ``setup``, ``run``, ``reset`` and ``bind`` one at a time, in order, on its main
+thread; each is answered by exactly one frame:
+
+* ``{"type": "setup", "stubs": str}`` → ``{"type": "ready", "error"?: str}``
+* ``{"type": "run", "id": str, "code": str, ...}`` → ``{"type": "done", "id": str, ...}``
+* ``{"type": "reset"}`` → ``{"type": "ready", "error"?: str}``: the namespace goes back to its
+  baseline, the namespace as setup left it (taken when the first frame after setup arrives):
+  every name added since is removed, every baseline name (tool stubs, ``aio``, ``final_answer``,
+  ``ToolError``, ``parallel``, ``__builtins__``) is rebound to its baseline object, even one the
+  code rebound or deleted. Imported modules, files and threads are not touched.
+* ``{"type": "bind", "values": {name: JSON value, ...}}`` → ``{"type": "bound", "error"?: str}``:
+  each name is set to its value as the frame decoded it (JSON only: nothing is evaluated). A name
+  must be an identifier, not a keyword, not starting with ``__``; otherwise nothing is bound and
+  ``error`` says why.
 """
 
 from __future__ import annotations
 
 import json
+import keyword
 import re
 import socket
 import struct
@@ -111,6 +127,12 @@ def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, 
     return message
 
 
+def bindable(name: Any) -> bool:
+    """Whether a ``bind`` frame may set ``name``: an identifier, not a keyword, not starting with
+    ``__`` (``__builtins__``, ``__codeact_call__`` and the like stay the kernel's)."""
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
 class FrameError(Exception):
     """The peer sent something that is not a well-formed frame, or went away."""
 
@@ -164,6 +186,8 @@ class FrameSocket:
         body = self.recv_body()
         try:
             message = json.loads(body)
+        except RecursionError:
+            raise FrameError("frame nests too deep to parse") from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise FrameError(f"frame is not valid JSON: {exc}") from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):

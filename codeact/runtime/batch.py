@@ -1,0 +1,212 @@
+"""Batch data processing: one code action per input, over warm sessions, every result kept.
+
+``map_code(runtime, code_or_fn, inputs)`` returns one :class:`~codeact.ExecutionResult` per input,
+in input order, failures included. Each input is bound as the variable ``item`` in a fresh
+namespace, by protocol frames (``reset``, ``bind``: see ``sandbox/inside/protocol.py``), never by
+code: the kernel decodes the JSON value, nothing is evaluated, and no extra run is made.
+
+* ``isolation="namespace"`` (the default when the policy allows it): each worker thread keeps one
+  warm session; before every item a ``reset`` frame removes every name the previous item bound and
+  restores the session's original names (tool stubs, helpers) as the sandbox started with them.
+  The process, its imported modules and the workspace are shared by the items of one worker.
+  About 2 ms per item on the local backend instead of ~90 ms for a new sandbox.
+* ``isolation="sandbox"``: a new sandbox per item (nothing shared). Used automatically under the
+  ``restricted`` policy.
+
+``code_or_fn`` is code (a string) or a function: its source is shipped and called as
+``fn(item)``, its return value becoming the result's ``value``; it must be self-contained (its
+closure and module globals stay on the host; the tools are in scope in the sandbox).
+
+The runtime draws nothing: pass ``progress`` an object with ``advance(failed=...)`` that is a
+context manager (``codeact.evals``' progress bar is one; ``codeact.evals.map_code(progress=True)``
+makes it).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import json
+import textwrap
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..errors import SandboxError, SandboxUnavailable
+from ..results import CodeError, ExecutionResult
+
+if TYPE_CHECKING:
+    from .session import Runtime, Session
+
+__all__ = ["BatchProgress", "Isolation", "function_code", "map_code"]
+
+Isolation = Literal["auto", "namespace", "sandbox"]
+
+
+class BatchProgress(Protocol):
+    """What a batch reports to: entered once the inputs are checked, advanced once per finished
+    item (from worker threads), exited at the end."""
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def advance(self, *, failed: bool = False) -> None: ...
+
+
+def function_code(fn: Callable[..., Any]) -> str:
+    """The code that defines ``fn`` (decorators dropped) and evaluates ``fn(item)`` last."""
+    name = getattr(fn, "__name__", "")
+    if not name.isidentifier():
+        raise TypeError("pass a def function (a lambda's source cannot be shipped) or a code string")
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as exc:
+        raise TypeError(f"cannot read the source of {name}: {exc}; pass a code string") from None
+    node = ast.parse(source).body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise TypeError(f"{name} is not a plain function definition")
+    lines = source.splitlines()[node.lineno - 1:]
+    call = f"await {name}(item)" if isinstance(node, ast.AsyncFunctionDef) else f"{name}(item)"
+    return "\n".join(lines) + f"\n{call}\n"
+
+
+def _harness_failure(exc: BaseException) -> ExecutionResult:
+    message = f"{type(exc).__name__}: {exc}"
+    return ExecutionResult(ok=False, termination="killed", reason=f"the batch runner failed on this item: {message}",
+                           error=CodeError(type=type(exc).__name__, message=str(exc)))
+
+
+def _not_bound(exc: Exception) -> ExecutionResult:
+    """The item's result when ``item`` could not be bound: a value that is not JSON (TypeError,
+    the sandbox untouched), or a sandbox that failed on the reset or the bind."""
+    if isinstance(exc, SandboxError):
+        return ExecutionResult(ok=False, termination="killed", state_lost=True,
+                               reason=f"binding `item` failed: {exc}")
+    return ExecutionResult(ok=False, termination="error", reason=f"binding `item` failed: {exc}",
+                           error=CodeError(type=type(exc).__name__, message=str(exc)))
+
+
+def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult | None:
+    """Reset the namespace (when asked) and bind ``item``; the item's failed result if that failed.
+    SandboxUnavailable (no sandbox at all) is raised: it stops the batch."""
+    try:
+        if reset:
+            session._reset()
+        session._bind({"item": item})
+    except SandboxUnavailable:
+        raise
+    except (SandboxError, TypeError, ValueError) as exc:
+        return _not_bound(exc)
+    return None
+
+
+class _Worker:
+    """One thread's warm session (namespace isolation) or a fresh one per item."""
+
+    def __init__(self, runtime: Runtime, reuse: bool) -> None:
+        self.runtime = runtime
+        self.reuse = reuse
+        self.session: Session | None = None
+
+    def run(self, code: str, item: Any) -> ExecutionResult:
+        if not self.reuse:
+            with self.runtime.session() as session:
+                failed = _bind_item(session, item, reset=False)
+                return failed if failed is not None else session.run(code)
+        if self.session is None:
+            self.session = self.runtime.session()
+        failed = _bind_item(self.session, item, reset=True)
+        if failed is not None:
+            if failed.state_lost:
+                self.close()  # the sandbox failed: start the next item in a new one
+            return failed
+        return self.session.run(code)
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+def _check_json(items: list[Any]) -> None:
+    for i, item in enumerate(items):
+        try:
+            json.dumps(item, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"input {i} is not JSON ({exc}); batch inputs are JSON values") from None
+
+
+def map_code(
+    runtime: Runtime,
+    code_or_fn: str | Callable[..., Any],
+    inputs: Iterable[Any],
+    *,
+    concurrency: int = 4,
+    progress: BatchProgress | None = None,
+    isolation: Isolation = "auto",
+    on_result: Callable[[int, ExecutionResult], None] | None = None,
+    stop: threading.Event | None = None,
+) -> list[ExecutionResult]:
+    """Run one code action per input (bound as ``item``); results in input order, none dropped.
+
+    ``on_result(index, result)`` is called as each item finishes (from worker threads), then
+    ``progress.advance(failed=...)``. Once ``stop`` is set no item starts
+    (``runtime.interrupt()`` stops the running ones); the items that never ran get an
+    ``interrupted`` result.
+
+    Raises TypeError for an input that is not JSON (before anything runs), ``SandboxUnavailable``
+    when no sandbox can be started at all; any other failure of the harness on one item becomes
+    that item's failed result (``termination="killed"``).
+    """
+    code = code_or_fn if isinstance(code_or_fn, str) else function_code(code_or_fn)
+    items = list(inputs)
+    _check_json(items)
+    if isolation == "auto":
+        isolation = "sandbox" if runtime.config.effective_policy() == "restricted" else "namespace"
+    if isolation == "namespace" and runtime.config.effective_policy() == "restricted":
+        raise ValueError("isolation='namespace' needs policy 'none' (the restricted policy forbids globals())")
+    results: list[ExecutionResult | None] = [None] * len(items)
+    local = threading.local()
+    workers: list[_Worker] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        if stop is not None and stop.is_set():
+            return
+        worker = getattr(local, "worker", None)
+        if worker is None:
+            worker = local.worker = _Worker(runtime, reuse=isolation == "namespace")
+            with lock:
+                workers.append(worker)
+        try:
+            result = worker.run(code, items[index])
+        except SandboxUnavailable:
+            raise
+        except Exception as exc:
+            worker.close()
+            result = _harness_failure(exc)
+        results[index] = result
+        if on_result is not None:
+            on_result(index, result)
+        if progress is not None:
+            progress.advance(failed=not result.ok)
+
+    pool = ThreadPoolExecutor(max(1, min(concurrency, len(items) or 1)), thread_name_prefix="codeact-map")
+    try:
+        with progress if progress is not None else contextlib.nullcontext():
+            for fut in [pool.submit(one, i) for i in range(len(items))]:
+                fut.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.close()
+    return [r if r is not None else _not_run(stop) for r in results]
+
+
+def _not_run(stop: threading.Event | None) -> ExecutionResult:
+    if stop is not None and stop.is_set():
+        return ExecutionResult(ok=False, termination="interrupted", reason="not run: the batch was interrupted")
+    return _harness_failure(RuntimeError("no result"))
