@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,18 @@ def test_a_value_that_is_not_json_fails_only_its_item(runtime: Runtime) -> None:
         worker.close()
 
 
+def test_a_stop_that_lands_while_binding_starts_no_run(runtime: Runtime) -> None:
+    stop = threading.Event()
+    stop.set()
+    worker = runtime_batch._Worker(runtime, reuse=True, stop=stop)
+    try:
+        result = worker.run("item", 1)
+        assert result.termination == "interrupted" and result.reason == "not run: the batch was interrupted"
+        assert worker.session is not None and not worker.session.history  # bound, never run
+    finally:
+        worker.close()
+
+
 def test_reset_and_bind_run_no_code(runtime: Runtime) -> None:
     with runtime.session() as session:
         for i in range(3):
@@ -213,6 +226,23 @@ def test_a_sandbox_that_dies_before_a_reset_is_replaced(runtime: Runtime) -> Non
             session._reset()
         session._bind({"item": 5})  # a new sandbox
         assert session.run("item").value == 5
+
+
+def test_a_forged_answer_to_bind_kills_the_sandbox(runtime: Runtime) -> None:
+    from codeact import ProtocolViolation
+
+    with runtime.session() as session:
+        session.run("import json, os, socket, struct, threading, time\n"
+                    "fd = next(int(n) for n in os.listdir('/proc/self/fd') "
+                    "if os.readlink(f'/proc/self/fd/{n}').startswith('socket:'))\n"
+                    "chan = socket.socket(fileno=os.dup(fd))\n"
+                    "body = json.dumps({'type': 'done', 'id': 'x', 'termination': 'completed'}).encode()\n"
+                    "threading.Thread(target=lambda: (time.sleep(0.1), "
+                    "chan.sendall(struct.pack('!I', len(body)) + body))).start()")
+        time.sleep(0.6)
+        with pytest.raises(ProtocolViolation, match="protocol violation: answer to 'bind'"):
+            session._bind({"item": 1})
+        assert session.run("'chan' in globals()").value is False  # a fresh sandbox
 
 
 def test_progress_is_an_object_the_runtime_advances(runtime: Runtime) -> None:

@@ -7,8 +7,9 @@
 
 Suites (:mod:`.suite`, :mod:`.checks`, built-ins in :mod:`.suites`), the runner (:mod:`.runner`,
 resumable results in :mod:`.results_store`), the report (:mod:`.report`; plots need the ``plots``
-extra), batches (:mod:`.batch`), Ray scale-out (:mod:`.ray_engine`; the ``ray`` extra, imported
-only when asked for) and the progress bar they show (:mod:`.progress`).
+extra), batches with their progress bar (:mod:`.batch`, over :mod:`codeact.runtime.batch`), Ray
+scale-out (:mod:`.ray_engine`; the ``ray`` extra, imported only when asked for) and the progress bar
+(:mod:`.progress`).
 
 Floor 5 of the layers (docs/architecture.md): imports ``agent`` and below, never a higher floor.
 """

@@ -3,7 +3,8 @@
 ``Toolset`` and ``@tool`` (the tool model in ``_tool.py``; the sources in ``sources/``: python
 modules, HTTP, OpenAPI, MCP build ``Tool``s, and ``Toolset.from_*`` calls them), the tool
 host (bound → lookup → validate → permit → admit → execute → record → reply), the ledger,
-``Runtime``/``Session`` (runs, live events, snapshots, restore, fork, suspension).
+``Runtime``/``Session`` (runs, live events, snapshots, restore, fork, suspension), batches
+(:mod:`.batch`: ``map_code``, one code action per input over warm sessions).
 
 Floor 3 of the layers (docs/architecture.md): imports ``sandbox``, ``tool_stubs`` and below, never a higher floor.
 """

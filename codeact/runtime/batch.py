@@ -106,24 +106,29 @@ def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult |
 class _Worker:
     """One thread's warm session (namespace isolation) or a fresh one per item."""
 
-    def __init__(self, runtime: Runtime, reuse: bool) -> None:
+    def __init__(self, runtime: Runtime, reuse: bool, stop: threading.Event | None = None) -> None:
         self.runtime = runtime
         self.reuse = reuse
+        self.stop = stop
         self.session: Session | None = None
 
     def run(self, code: str, item: Any) -> ExecutionResult:
         if not self.reuse:
             with self.runtime.session() as session:
-                failed = _bind_item(session, item, reset=False)
-                return failed if failed is not None else session.run(code)
+                return self._bound_run(session, code, item, reset=False)
         if self.session is None:
             self.session = self.runtime.session()
-        failed = _bind_item(self.session, item, reset=True)
+        return self._bound_run(self.session, code, item, reset=True)
+
+    def _bound_run(self, session: Session, code: str, item: Any, *, reset: bool) -> ExecutionResult:
+        failed = _bind_item(session, item, reset=reset)
         if failed is not None:
             if failed.state_lost:
                 self.close()  # the sandbox failed: start the next item in a new one
             return failed
-        return self.session.run(code)
+        if self.stop is not None and self.stop.is_set():  # interrupted while binding: no run starts now
+            return _not_run(self.stop)
+        return session.run(code)
 
     def close(self) -> None:
         if self.session is not None:
@@ -178,7 +183,7 @@ def map_code(
             return
         worker = getattr(local, "worker", None)
         if worker is None:
-            worker = local.worker = _Worker(runtime, reuse=isolation == "namespace")
+            worker = local.worker = _Worker(runtime, reuse=isolation == "namespace", stop=stop)
             with lock:
                 workers.append(worker)
         try:
