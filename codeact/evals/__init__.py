@@ -7,8 +7,8 @@
 
 Suites (:mod:`.suite`, :mod:`.checks`, built-ins in :mod:`.suites`), the runner (:mod:`.runner`,
 resumable results in :mod:`.results_store`), the report (:mod:`.report`; plots need the ``plots``
-extra), batches with their progress bar (:mod:`.batch`, over :mod:`codeact.runtime.batch`), Ray
-scale-out (:mod:`.ray_engine`; the ``ray`` extra, imported only when asked for) and the progress bar
+extra), batches (:mod:`.batch`: :mod:`codeact.runtime.batch` with a bar), Ray scale-out
+(:mod:`.ray_engine`; the ``ray`` extra, imported only when asked for) and the progress bar they show
 (:mod:`.progress`).
 
 Floor 5 of the layers (docs/architecture.md): imports ``agent`` and below, never a higher floor.
