@@ -264,9 +264,14 @@ def test_progress_is_an_object_the_runtime_advances(runtime: Runtime) -> None:
     results = runtime.map("1 / item", [1, 0, 2], concurrency=1, progress=bar)
     assert [r.ok for r in results] == [True, False, True]
     assert bar.seen == ["enter", "ok", "failed", "ok", "exit"]
-    with pytest.warns(DeprecationWarning, match="draws no bar"):
-        assert [r.value for r in runtime.map("item", [1], progress=True)] == [1]
-    assert [r.value for r in map_code(runtime, "item", [1, 2], progress=True)] == [1, 2]  # the evals bar
+
+
+def test_progress_true_draws_the_bar_on_stderr(runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
+    assert [r.value for r in runtime.map("1 / item", [1, 0], concurrency=1, progress=True)] == [1.0, None]
+    err = capsys.readouterr().err
+    assert "batch" in err and "2/2" in err and "failed 1" in err
+    assert [r.value for r in map_code(runtime, "item", [1, 2], progress=True)] == [1, 2]  # the old import path
+    assert "2/2" in capsys.readouterr().err
 
 
 def test_cli_batch_500_inputs_3_failing(tmp_path: Path) -> None:

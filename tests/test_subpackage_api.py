@@ -30,7 +30,7 @@ PINNED = {
         "ScriptedProvider", "Suite", "Task", "custom", "exact", "function_code", "list_equal", "load_run",
         "load_suite", "map_code", "numeric", "run_suite", "set_equal", "summarize", "wilson", "write_report",
     ],
-    "codeact.evals.progress": ["Bar", "ModeRates"],
+    "codeact.progress": ["Bar", "ModeRates"],
     "codeact.viewer": ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace",
                        "write_view"],
     "codeact.testing": ["FakeModelServer"],

@@ -281,8 +281,8 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
 
     todo = [i for i in range(len(items)) if i not in sink.lines]
     if engine == "ray":
-        from ..evals.progress import Bar
         from ..evals.ray_engine import map_code_ray
+        from ..progress import Bar
 
         with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:
             def done(chunk: list[ExecutionResult]) -> None:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SandboxUnavailable
+from ..progress import Bar, ModeRates
 from ..sandbox.base import SandboxConfig
 from ._episode import EpisodeFailure, EpisodeRunner, RunConfig
 from .fingerprint import fingerprint, fingerprint_id
-from .progress import Bar, ModeRates
 from .providers import ModelProvider, ModelSpec
 from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta, record_failure
 from .suite import MODES, EpisodeKey, Suite, load_suite

@@ -17,9 +17,8 @@ code: the kernel decodes the JSON value, nothing is evaluated, and no extra run 
 ``fn(item)``, its return value becoming the result's ``value``; it must be self-contained (its
 closure and module globals stay on the host; the tools are in scope in the sandbox).
 
-The runtime draws nothing: pass ``progress`` an object with ``advance(failed=...)`` that is a
-context manager (``codeact.evals``' progress bar is one; ``codeact.evals.map_code(progress=True)``
-makes it).
+``progress=True`` draws a bar on stderr (:class:`codeact.progress.Bar`: done, failed, ETA); or
+pass any context manager with ``advance(failed=...)``.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import SandboxError, SandboxUnavailable
+from ..progress import Bar
 from ..results import CodeError, ExecutionResult
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def map_code(
     inputs: Iterable[Any],
     *,
     concurrency: int = 4,
-    progress: BatchProgress | None = None,
+    progress: bool | BatchProgress = False,
     isolation: Isolation = "auto",
     on_result: Callable[[int, ExecutionResult], None] | None = None,
     stop: threading.Event | None = None,
@@ -158,7 +158,7 @@ def map_code(
     """Run one code action per input (bound as ``item``); results in input order, none dropped.
 
     ``on_result(index, result)`` is called as each item finishes (from worker threads), then
-    ``progress.advance(failed=...)``. Once ``stop`` is set no item starts
+``progress.advance(failed=...)`` (``progress=True``: a bar on stderr). Once ``stop`` is set no item starts
     (``runtime.interrupt()`` stops the running ones); the items that never ran get an
     ``interrupted`` result.
 
@@ -169,6 +169,7 @@ def map_code(
     code = code_or_fn if isinstance(code_or_fn, str) else function_code(code_or_fn)
     items = list(inputs)
     _check_json(items)
+    bar = progress if not isinstance(progress, bool) else Bar(len(items), "batch") if progress else None
     if isolation == "auto":
         isolation = "sandbox" if runtime.config.effective_policy() == "restricted" else "namespace"
     if isolation == "namespace" and runtime.config.effective_policy() == "restricted":
@@ -196,12 +197,12 @@ def map_code(
         results[index] = result
         if on_result is not None:
             on_result(index, result)
-        if progress is not None:
-            progress.advance(failed=not result.ok)
+        if bar is not None:
+            bar.advance(failed=not result.ok)
 
     pool = ThreadPoolExecutor(max(1, min(concurrency, len(items) or 1)), thread_name_prefix="codeact-map")
     try:
-        with progress if progress is not None else contextlib.nullcontext():
+        with bar if bar is not None else contextlib.nullcontext():
             for fut in [pool.submit(one, i) for i in range(len(items))]:
                 fut.result()
     finally:

@@ -9,7 +9,6 @@ import functools
 import json
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
@@ -105,14 +104,9 @@ class Runtime:
         """One code action per input (bound as ``item``), every result in input order, failures
         included; workers reuse warm sessions. See :func:`codeact.runtime.batch.map_code`.
 
-        ``progress`` is an object the batch advances per item (see ``BatchProgress``); the runtime
-        draws nothing itself, so ``progress=True`` only warns (``codeact.evals.map_code`` draws a bar)."""
-        if progress is True:
-            warnings.warn("Runtime.map(progress=True) draws no bar (the runtime prints nothing): pass a progress "
-                          "object, or use codeact.evals.map_code(runtime, ..., progress=True)",
-                          DeprecationWarning, stacklevel=2)
-        bar = progress if not isinstance(progress, bool) else None
-        return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=bar, isolation=isolation)
+        ``progress=True`` draws a bar on stderr; or pass an object the batch advances per item
+        (see ``BatchProgress``)."""
+        return map_code(self, code_or_fn, inputs, concurrency=concurrency, progress=progress, isolation=isolation)
 
     def restore(self, snapshot: Snapshot, *, config: SandboxConfig | None = None,
                 workspace: str | Path | None = None, inputs: Mapping[str, str | Path] | None = None,

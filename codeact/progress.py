@@ -1,4 +1,8 @@
-"""A rich progress bar on stderr: done/total, failed, elapsed, ETA, and a free-text status."""
+"""A rich progress bar on stderr: done/total, failed, elapsed, ETA, and a free-text status.
+
+Floor 0 (docs/architecture.md): batches (runtime) and experiments (evals) both draw it, and only
+when the caller asks for it (``progress=True``); nothing else below the CLI prints.
+"""
 
 from __future__ import annotations
 
