@@ -3,13 +3,9 @@ sandbox, every tool callable by its python name, and a search-quality check on a
 
 from __future__ import annotations
 
-import json
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -17,39 +13,15 @@ from codeact import Runtime, SandboxConfig, Toolset, tool
 from codeact.tool_stubs.catalog import ToolCatalog
 
 from .servers.big_openapi import RESOURCES, SEARCH_TASKS, big_document
+from .servers.json_http import json_server
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _answer(self) -> None:
-            parts = urlsplit(self.path)
-            size = int(self.headers.get("Content-Length") or 0)
-            seen.append({"method": self.command, "path": parts.path, "query": parse_qs(parts.query),
-                         "body": json.loads(self.rfile.read(size)) if size else None})
-            data = json.dumps({"id": 7, "name": "made"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_DELETE = _answer
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with json_server(lambda request: {"id": 7, "name": "made"}) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
