@@ -2,8 +2,8 @@
 and the tokens shown to the model in code mode vs JSON mode with deferred loading.
 
 The document is GitHub's official OpenAPI description when it is in the cache (the bench never
-downloads: fetch it once with ``npm pack @octokit/openapi`` and copy ``generated/api.github.com.json``
-to ``$CODEACT_CACHE/bench/api.github.com.json``, default ``~/.cache/codeact/bench/``), else the
+downloads: ``scripts/fetch-github-openapi.sh`` fetches it once with ``npm pack @octokit/openapi`` into
+``$CODEACT_CACHE/bench/api.github.com.json``, default ``~/.cache/codeact/bench/``), else the
 generated GitHub-like document the tests use (hundreds of operations). Tokens are estimated as
 characters / 4 (no tokenizer dependency); what is compared is the same text in both modes:
 
@@ -16,7 +16,6 @@ characters / 4 (no tokenizer dependency); what is compared is the same text in b
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -42,37 +41,13 @@ ROWS = [("openapi_load", "Toolset.from_openapi of a large document (file → too
         ("tokens_json_all", "tokens shown, JSON mode, all definitions, per request", "tokens", "—"),
         ("search_top5", "search quality: intended operation in the top 5", "%", "≥ 90 %")]
 
-#: (task, intended operationId) on GitHub's description.
-GITHUB_TASKS = [
-    ("create a comment on an issue", "issues/create-comment"),
-    ("list the commits of a repository", "repos/list-commits"),
-    ("merge a pull request", "pulls/merge"),
-    ("create a new repository for the authenticated user", "repos/create-for-authenticated-user"),
-    ("add labels to an issue", "issues/add-labels"),
-    ("star a repository", "activity/star-repo-for-authenticated-user"),
-    ("get the contents of a file in a repository", "repos/get-content"),
-    ("create a release", "repos/create-release"),
-    ("list workflow runs for a repository", "actions/list-workflow-runs-for-repo"),
-    ("search code", "search/code"),
-    ("fork a repository", "repos/create-fork"),
-    ("request reviewers for a pull request", "pulls/request-reviewers"),
-    ("create a gist", "gists/create"),
-    ("get the authenticated user", "users/get-authenticated"),
-    ("delete a branch protection", "repos/delete-branch-protection"),
-    ("list the members of an organization", "orgs/list-members"),
-    ("close an issue", "issues/update"),
-    ("create a webhook for a repository", "repos/create-webhook"),
-    ("list the branches", "repos/list-branches"),
-    ("rerun a workflow", "actions/re-run-workflow"),
-]
-
-
 def _document() -> tuple[Any, str]:
-    base = Path(os.environ.get("CODEACT_CACHE") or Path.home() / ".cache" / "codeact") / "bench"
-    github = Path(os.environ.get("CODEACT_GITHUB_OPENAPI") or base / "api.github.com.json")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.servers.github_tasks import github_document
+
+    github = github_document()
     if github.is_file():
         return github, "GitHub api.github.com.json"
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.servers.big_openapi import big_document
 
     return big_document(), "generated GitHub-like document"
@@ -155,7 +130,7 @@ def _token_rows(rt: Runtime, toolset: Toolset) -> list[Row]:
 def _search_row(rt: Runtime, label: str) -> Row:
     catalog = rt.views.catalog
     if label.startswith("GitHub"):
-        tasks = GITHUB_TASKS
+        from tests.servers.github_tasks import GITHUB_TASKS as tasks
     else:
         from tests.servers.big_openapi import SEARCH_TASKS as tasks
     known = [(t, want) for t, want in tasks if catalog.resolve(want) is not None]
