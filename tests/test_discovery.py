@@ -161,3 +161,21 @@ def test_a_toolset_on_its_own_gives_the_same_budgeted_view(big: Toolset) -> None
     assert "__codeact" not in execute_python_tool(small).description
     view = big.prompt_view()
     assert len(view) <= 8000 and f"# {len(big)} tools are available" in view
+
+
+def test_an_unknown_tool_gets_the_closest_names_and_search_tools(big: Toolset) -> None:
+    from codeact.tool_stubs.hints import unknown_tool_message
+
+    with Runtime(big, LOCAL) as rt:
+        result = rt.run("[__codeact_call__(n, {}) for n in ('comments/create-coment', 'comments_create_coment')]")
+        other = rt.run("__codeact_call__('frobnicate', {})")
+    assert result.error is not None and result.calls[0].error is not None
+    assert result.calls[0].error.code == "unknown_tool"
+    message = result.calls[0].error.message
+    assert message.startswith("no tool named 'comments/create-coment'; did you mean 'comments/create-comment', ")
+    assert message.endswith('? search_tools("what you want to do") finds tools by what they do')
+    assert unknown_tool_message("comments_create_coment", big.names).startswith(
+        "no tool named 'comments_create_coment'; did you mean 'comments/create-comment'")
+    assert other.calls[0].error is not None and other.calls[0].error.message == (
+        'no tool named \'frobnicate\'; search_tools("what you want to do") finds tools by what they do')
+    assert unknown_tool_message("x", ["a", "b"]) == "no tool named 'x' (available: a, b)"  # small: listed whole

@@ -89,7 +89,7 @@ def test_a_session_compiles_only_the_stubs_its_code_names(big: Toolset, backend_
                            else "labels_list_labels", "Pending"]
     assert after.value == ["labels_get_label", "labels_list_labels"]
     assert typo.error is not None and typo.error.type == "NameError"
-    assert "did you mean labels_list_labels" in typo.error.message and "search_tools(query)" in typo.error.message
+    assert typo.error.message.startswith("name 'labels_list_label' is not defined; did you mean labels_list_labels")
     with Runtime(big, config) as rt, rt.restore(snap) as restored:
         assert restored.run(COMPILED).value == ["labels_get_label", "labels_list_labels"]
 
@@ -110,3 +110,14 @@ def test_stand_ins_and_async_twins_compile_on_their_first_use(big: Toolset) -> N
                             {"path": "/repos/o/r/labels/2"}]
     assert [c.name for c in result.calls] == ["repos/archive-repository", "labels/delete-label"]
     assert result.calls[0].arguments == {"owner": "o", "repo": "r", "repo_id": 1}
+
+
+def test_a_name_error_near_a_tool_name_says_so() -> None:
+    tools = ["labels_list_labels", "repos_get", "__codeact_args__"]
+    search = 'search_tools("what you want to do") finds tools by what they do'
+    assert lazy_stubs.name_hint(NameError("", name="labels_list_label"), tools) == \
+        f"; did you mean labels_list_labels? {search}"
+    assert lazy_stubs.name_hint(NameError("", name="repos_frobnicate"), tools) == f"; no tool has that name: {search}"
+    assert lazy_stubs.name_hint(NameError("", name="pritn"), tools) == ""  # not like a tool: Python's message alone
+    assert lazy_stubs.name_hint(NameError("", name="__codeact_arg__"), tools) == ""
+    assert lazy_stubs.name_hint(KeyError("labels_list_label"), tools) == ""

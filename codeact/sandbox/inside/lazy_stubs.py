@@ -154,20 +154,23 @@ class _Functions(Mapping[str, types.FunctionType]):
         return len(self._eager) + len(self._lazy.pending)
 
 
+_SEARCH = 'search_tools("what you want to do") finds tools by what they do'
+
+
 def name_hint(exc: BaseException, tools: Iterable[str]) -> str:
     """For a NameError of a name like a tool's: the closest tool names and how to search for tools."""
     name = getattr(exc, "name", None)
     if not isinstance(exc, NameError) or not isinstance(name, str) or not name:
         return ""
-    tools = list(tools)
+    tools = [t for t in tools if not t.startswith("__codeact")]
     if not tools:
         return ""
     import difflib
 
     close = difflib.get_close_matches(name, tools, n=3, cutoff=0.75)
     if close:
-        return f"; did you mean {', '.join(close)}? search_tools(query) finds tools by what they do"
+        return f"; did you mean {', '.join(close)}? {_SEARCH}"
     prefix = name.split("_", 1)[0] + "_"
     if "_" in name.strip("_") and any(t.startswith(prefix) for t in tools):
-        return "; no tool has that name: search_tools(query) finds tools by what they do"
+        return f"; no tool has that name: {_SEARCH}"
     return ""
