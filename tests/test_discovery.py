@@ -1,55 +1,27 @@
 """Large toolsets (issue 12): a prompt view within a budget, search_tools / describe_tool inside the
-sandbox, every tool callable by its python name, and a search-quality check on a big document."""
+sandbox, every tool callable by its python name (search quality: ``test_search_quality.py``)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset, tool
 from codeact.tool_stubs.catalog import ToolCatalog
 
-from .servers.big_openapi import RESOURCES, SEARCH_TASKS, big_document
+from .servers.big_openapi import RESOURCES, big_document
+from .servers.json_http import json_server
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _answer(self) -> None:
-            parts = urlsplit(self.path)
-            size = int(self.headers.get("Content-Length") or 0)
-            seen.append({"method": self.command, "path": parts.path, "query": parse_qs(parts.query),
-                         "body": json.loads(self.rfile.read(size)) if size else None})
-            data = json.dumps({"id": 7, "name": "made"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = do_DELETE = _answer
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with json_server(lambda request: {"id": 7, "name": "made"}) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -163,16 +135,6 @@ def test_a_user_tool_named_search_tools_takes_precedence() -> None:
         assert rt.run("describe_tool('search_tools')").value.startswith("def search_tools(query: str) -> str:")
 
 
-def test_search_quality_on_a_large_real_world_like_document(big: Toolset) -> None:
-    """For each natural-language task the intended operation ranks in the top 5 for >= 90% of tasks."""
-    catalog = ToolCatalog(big.specs, big.groups)
-    misses = [(task, want) for task, want in SEARCH_TASKS
-              if want not in [h["name"] for h in catalog.search(task, 5)]]
-    assert len(SEARCH_TASKS) >= 50
-    assert all(catalog.resolve(want) is not None for _, want in SEARCH_TASKS)  # the tasks name real operations
-    assert len(misses) <= len(SEARCH_TASKS) // 10, misses
-
-
 def test_tool_error_for_a_broken_schema_comes_at_the_first_call() -> None:
     doc = big_document()
     op = doc["paths"]["/repos/{owner}/{repo}/labels"]["get"]
@@ -199,3 +161,21 @@ def test_a_toolset_on_its_own_gives_the_same_budgeted_view(big: Toolset) -> None
     assert "__codeact" not in execute_python_tool(small).description
     view = big.prompt_view()
     assert len(view) <= 8000 and f"# {len(big)} tools are available" in view
+
+
+def test_an_unknown_tool_gets_the_closest_names_and_search_tools(big: Toolset) -> None:
+    from codeact.tool_stubs.hints import unknown_tool_message
+
+    with Runtime(big, LOCAL) as rt:
+        result = rt.run("[__codeact_call__(n, {}) for n in ('comments/create-coment', 'comments_create_coment')]")
+        other = rt.run("__codeact_call__('frobnicate', {})")
+    assert result.error is not None and result.calls[0].error is not None
+    assert result.calls[0].error.code == "unknown_tool"
+    message = result.calls[0].error.message
+    assert message.startswith("no tool named 'comments/create-coment'; did you mean 'comments/create-comment', ")
+    assert message.endswith('? search_tools("what you want to do") finds tools by what they do')
+    assert unknown_tool_message("comments_create_coment", big.names).startswith(
+        "no tool named 'comments_create_coment'; did you mean 'comments/create-comment'")
+    assert other.calls[0].error is not None and other.calls[0].error.message == (
+        'no tool named \'frobnicate\'; search_tools("what you want to do") finds tools by what they do')
+    assert unknown_tool_message("x", ["a", "b"]) == "no tool named 'x' (available: a, b)"  # small: listed whole

@@ -29,6 +29,7 @@ from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.inside.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
+from ..tool_stubs.hints import unknown_tool_message
 from ._admission import ArgumentConverter, RateLimiter, converter_for, fast_check_for
 from ._calls import (
     _describe,
@@ -231,8 +232,8 @@ class ToolHost:
         builtin = tool is None and name in self.builtins
         tool = tool or self.builtins.get(name)
         if error is None and tool is None:
-            known = ", ".join(self.toolset.names[:20]) or "none"
-            error = ToolError("unknown_tool", f"no tool named {name!r} (available: {known})")
+            error = ToolError("unknown_tool", unknown_tool_message(name, self.toolset.names,
+                                                                   searchable="search_tools" in self.builtins))
         args: dict[str, Any] = {}
         if error is None and tool is not None:
             try:

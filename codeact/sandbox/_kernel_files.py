@@ -19,6 +19,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "sandbox/inside/_restricted_ast.py",
     "sandbox/inside/_restricted_modules.py",
     "sandbox/inside/client.py",
+    "sandbox/inside/lazy_stubs.py",
 )
 
 

@@ -29,7 +29,7 @@ from codeact.tool_stubs._schema_to_py import (
 )
 from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
 
-__all__ = ["HEADER", "render_lean_stubs", "render_module", "render_stubs"]
+__all__ = ["HEADER", "LAZY_MARKER", "render_lean_stubs", "render_module", "render_stubs"]
 
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
@@ -40,6 +40,10 @@ HEADER = """\
 # A result too large to send arrives as {"truncated": True, "call_id": ..., "preview": ...};
 # read_result(call_id, offset, limit) pages through the rest."""
 
+#: In a lean module, the stubs after this line are compiled in the sandbox when the code first uses
+#: them (``codeact/sandbox/inside/lazy_stubs.py`` reads the same constant; the text is a plain comment,
+#: so the module stays complete: compiled whole, it defines everything).
+LAZY_MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"
 _CALL = "__codeact_call__"
 _ARGS = "__codeact_args__"
 _PREAMBLE = '''\
@@ -276,8 +280,12 @@ def _body(tool: str, params: list[_Param], kwargs: str | None, taken: set[str]) 
 
 def render_lean_stubs(specs: Sequence[ToolSpec]) -> str:
     """The executable module for a large toolset: every tool's stub with its real parameters and
-    defaults but no annotations, docstrings or classes (``describe_tool`` shows those), so a sandbox
-    compiles thousands of tools in milliseconds. Calls send exactly what :func:`render_stubs`' would."""
+    defaults but no annotations, docstrings or classes (``describe_tool`` shows those). Calls send
+    exactly what :func:`render_stubs`' would.
+
+    Layout (the sandbox's kernel relies on it): the header and the preamble, :data:`LAZY_MARKER`,
+    then one ``def`` per tool, separated by one blank line and holding none, then the footer that
+    marks defaults. A kernel compiles the part before the marker and each stub at its first use."""
     specs = list(specs)
     names = python_names(specs)
     defs = []
@@ -298,4 +306,4 @@ def render_lean_stubs(specs: Sequence[ToolSpec]) -> str:
         defs.append("\n".join([f"def {stub}({', '.join(parts)}):", *body]))
     if not specs:
         return HEADER + "\n"
-    return "\n\n".join([HEADER, _PREAMBLE, *defs, _footer(names.values())]) + "\n"
+    return "\n\n".join([HEADER, _PREAMBLE, LAZY_MARKER + "\n" + defs[0], *defs[1:], _footer(names.values())]) + "\n"

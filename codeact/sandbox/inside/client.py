@@ -123,16 +123,20 @@ def _unpack(reply: dict[str, Any] | None) -> Any:
     )
 
 
-def async_stubs(namespace: Mapping[str, Any], module: str = "codeact_tools") -> types.SimpleNamespace:
+def async_stubs(namespace: Mapping[str, Any], module: str = "codeact_tools",
+                stubs: Mapping[str, types.FunctionType] | None = None) -> types.SimpleNamespace:
     """An object with an async variant of every tool stub in ``namespace`` (same name, signature
     and docstring): ``await aio.get_weather("Beijing")``. ``asyncio.gather`` over them runs the
-    calls concurrently without threads.
+    calls concurrently without threads. ``stubs``: the stubs by name, if not every one is a
+    function of ``namespace`` yet (a mapping that compiles a stub when it is looked up).
     """
     call = namespace.get("__codeact_call__")
     client = getattr(call, "__self__", None)
     if not isinstance(client, ToolClient):
         raise RuntimeError("no tool client in this namespace: async_stubs needs the kernel's __codeact_call__")
-    stubs = {key: fn for key, fn in namespace.items() if isinstance(fn, types.FunctionType) and fn.__module__ == module}
+    if stubs is None:
+        stubs = {key: fn for key, fn in namespace.items()
+                 if isinstance(fn, types.FunctionType) and fn.__module__ == module}
     return _AsyncStubs(stubs, client.acall)
 
 
@@ -140,7 +144,7 @@ class _AsyncStubs(types.SimpleNamespace):
     """``aio``: each async variant is made at its first use (a large toolset has thousands of stubs,
     and a session should not pay for wrapping them all up front)."""
 
-    def __init__(self, stubs: dict[str, types.FunctionType], acall: Callable[[str, dict[str, Any]], Any]) -> None:
+    def __init__(self, stubs: Mapping[str, types.FunctionType], acall: Callable[[str, dict[str, Any]], Any]) -> None:
         object.__setattr__(self, "_stubs", stubs)
         object.__setattr__(self, "_acall", acall)
 

@@ -28,9 +28,10 @@ import types
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
-    from . import client, protocol
+    from . import client, lazy_stubs, protocol
 except ImportError:
     import client  # type: ignore[no-redef]
+    import lazy_stubs  # type: ignore[no-redef]
     import protocol  # type: ignore[no-redef]
 
 DEFAULT_SOCKET = "/run/codeact/channel.sock"
@@ -241,7 +242,8 @@ class Kernel:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         #: The namespace as setup left it (taken at the first frame after setup): what ``reset`` restores.
         self.baseline: dict[str, Any] | None = None
-        self._compile = self._compile_plain
+        self._compile: lazy_stubs.Compile = self._compile_plain
+        self.tool_names: list[str] = []  # for the hint of a NameError
         if policy == "restricted":
             import _restricted
 
@@ -384,7 +386,7 @@ class Kernel:
         elif isinstance(exc, KeyboardInterrupt):
             message = "the run was interrupted"
         else:
-            message = _safe_text(str, exc, _MAX_MESSAGE)
+            message = _safe_text(str, exc, _MAX_MESSAGE) + lazy_stubs.name_hint(exc, self.tool_names)
         lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
         if isinstance(exc, SyntaxError) and exc.lineno is not None:
             text = (exc.text or "").rstrip("\n")
@@ -441,14 +443,21 @@ class Kernel:
         return done
 
     def setup(self, message: dict[str, Any]) -> None:
-        stubs = str(message.get("stubs", ""))
+        """Install the tool stubs; those listed after the lazy marker are compiled at their first use
+        (see ``lazy_stubs``)."""
+        stubs, later = lazy_stubs.split(str(message.get("stubs", "")))
         scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
         scope["__codeact_call__"] = self.client.call
         exec(compile(stubs, "<codeact-tools>", "exec"), scope)
-        for key, obj in scope.items():
-            if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools":
-                self.namespace[key] = obj
-        self.namespace["aio"] = client.async_stubs(scope)
+        eager = {key: obj for key, obj in scope.items()
+                 if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools"}
+        self.namespace.update(eager)
+        lazy = lazy_stubs.LazyStubs(scope, later)
+        lazy.bind(self.namespace)
+        if later:
+            self._compile = lazy.before_cells(self._compile, lambda: self.namespace)
+        self.tool_names = [*eager, *later]
+        self.namespace["aio"] = client.async_stubs(scope, stubs=lazy.functions(eager))
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
