@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fetch GitHub's official OpenAPI description (npm package @octokit/openapi) into codeact's cache, where
-# `make bench` (benchmarks/toolsets.py) and tests/test_search_quality.py look for it. Needs npm and
+# `make bench` (benchmarks/toolsets.py) and tests/tool_stubs/test_search_quality.py look for it. Needs npm and
 # network; does nothing when the file is there. The version is pinned, so the tasks in
 # tests/servers/github_tasks.py keep naming real operations. Target: $CODEACT_GITHUB_OPENAPI, else $CODEACT_CACHE/bench/, else
 # ${XDG_CACHE_HOME:-~/.cache}/codeact/bench/api.github.com.json.

@@ -1,6 +1,6 @@
 """The ``docker`` backend: one hardened container per session, the kernel kept alive in it.
 
-Hardening (each checked from inside by tests/test_docker_hardening.py): no network (only ``lo``),
+Hardening (each checked from inside by tests/sandbox/test_docker_hardening.py): no network (only ``lo``),
 read-only root, size-limited tmpfs /tmp, the session's workspace as the only other writable place,
 a non-root uid, every capability dropped, no-new-privileges, pids/memory(+swap)/CPU limits,
 nofile/fsize ulimits, an init that reaps zombies and forwards signals, Docker's default seccomp

@@ -2,7 +2,7 @@
 
 Written as a user would ask, not copied from the operations' summaries (many name the operation
 differently: a branch is created as a git reference, an issue is closed by updating it). Used by the
-search-quality test (``tests/test_search_quality.py``, which skips when the document is not cached)
+search-quality test (``tests/tool_stubs/test_search_quality.py``, which skips when the document is not cached)
 and by ``make bench``.
 """
 

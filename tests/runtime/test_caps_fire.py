@@ -1,0 +1,130 @@
+"""Every limit set low enough to fire, and every per-run state reset (issue 17's mutation survivors).
+
+Each test here was written against a hand-made bug that the rest of the suite let through: a cap
+never reached, a state that leaked into the next run, a dead sandbox kept around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, ToolError, ToolSpec, tool
+from codeact.errors import ToolArgumentsError
+from codeact.runtime.sources.http import http_tool
+from tests.servers.http_app import ApiServer
+
+LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
+
+
+@tool
+def ping(n: int) -> int:
+    """Echo n.
+
+    Args:
+        n: Any integer.
+    """
+    return n
+
+
+@tool
+def shout(size: int) -> str:
+    """Fail with a long message.
+
+    Args:
+        size: Length of the message.
+    """
+    raise ToolError("tool_exception", "x" * size)
+
+
+def test_max_calls_per_run_refuses_the_call_past_the_limit() -> None:
+    with Runtime([ping], LOCAL, max_calls_per_run=3) as rt, rt.session() as s:
+        result = s.run(
+            "got = []\n"
+            "for i in range(5):\n"
+            "    try:\n"
+            "        got.append(ping(n=i))\n"
+            "    except ToolError as e:\n"
+            "        got.append(e.code)\n"
+            "got")
+        assert result.ok, result.error
+        assert result.value == [0, 1, 2, "permission_denied", "permission_denied"]
+        assert [c.arguments for c in result.calls] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        # the count is per run: the next run may call again
+        again = s.run("ping(n=7)")
+        assert again.ok and again.value == 7
+
+
+def test_error_messages_are_capped_in_records() -> None:
+    with Runtime([shout], LOCAL) as rt:
+        short = rt.run("shout(size=100)")
+        long = rt.run("shout(size=20_000)")
+    assert short.calls[0].error is not None and len(short.calls[0].error.message) == 100
+    error = long.calls[0].error
+    assert error is not None and error.code == "tool_exception"
+    assert 3_000 < len(error.message) <= 4_100, len(error.message)
+
+
+def test_listed_argument_problems_are_capped() -> None:
+    spec = ToolSpec.from_openai({"type": "function", "function": {
+        "name": "wide", "description": "Many integer fields.",
+        "parameters": {"type": "object",
+                       "properties": {f"f{i}": {"type": "integer"} for i in range(80)}}}})
+    with pytest.raises(ToolArgumentsError) as info:
+        spec.validate_arguments({f"f{i}": "not an int" for i in range(80)})
+    text = str(info.value)
+    assert "and 30 more problems" in text
+    assert "f79" not in text or text.count("is not of type") <= 50
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_final_answer_does_not_leak_into_the_next_run(backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "docker":
+        request.getfixturevalue("docker_image")
+    config = SandboxConfig(backend=backend, policy="none", timeout_s=20)  # type: ignore[arg-type]
+    with Runtime([ping], config) as rt, rt.session() as s:
+        first = s.run("final_answer(None)\nprint('not reached')")
+        assert first.ok and first.answered and first.final_answer is None and first.stdout == ""
+        second = s.run("y = 1\ny")
+        assert second.ok and second.value == 1
+        assert not second.answered and second.final_answer is None
+        third = s.run("final_answer({'a': 1})")
+        assert third.answered and third.final_answer == {"a": 1}
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServer]:
+    with ApiServer() as server:
+        yield server
+
+
+def test_http_path_parameters_cannot_climb_to_another_route(api: ApiServer) -> None:
+    item = http_tool("get_item", "GET", f"{api.url}/items/{{item_id}}", description="One item.")
+    with Runtime([item], LOCAL) as rt:
+        result = rt.run("get_item(item_id='a/../../status/200')")
+    assert len(result.calls) == 1
+    seen = [path for path in api.hits if path.startswith(("/items/", "/status/"))]
+    assert "/status/200" not in api.hits, seen
+    assert any("%2F" in path or "a/../../status" not in path for path in seen), seen
+
+
+@pytest.mark.docker
+def test_a_dead_sandbox_is_discarded_at_once(docker_image: str) -> None:
+    config = SandboxConfig(backend="docker", memory_mb=64, timeout_s=20)
+    with Runtime([ping], config) as rt, rt.session() as s:
+        s.run("x = 1")
+        first_id = _container_id(s)
+        dead = s.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        assert dead.state_lost, dead
+        # gone before the next run starts: the session holds no driver for the dead sandbox
+        assert s._driver is None
+        fresh = s.run("'x' in globals()")
+        assert fresh.ok and fresh.value is False
+        assert _container_id(s) != first_id
+
+
+def _container_id(session: Any) -> str:
+    sandbox = session._driver.sandbox
+    return str(getattr(sandbox, "container_id", None) or getattr(getattr(sandbox, "container", None), "id", ""))

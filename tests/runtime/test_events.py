@@ -1,0 +1,367 @@
+"""Live run events (``Session.run(on_event=...)``, ``Session.stream``) on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import textwrap
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, tool
+from codeact.runtime.events import EVENT_ADAPTER, CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
+from tests.sandbox.test_channel_hostile import FORGE
+
+
+class Gate:
+    """A tool that answers only once the listener has seen what it waits for (no wall-clock bounds)."""
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.timed_out = False
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def rt(backend: str, gate: Gate) -> Iterator[Runtime]:
+    @tool
+    def wait_for_listener() -> bool:
+        """Blocks until the test's listener has seen the call start."""
+        ok = gate.seen.wait(60)
+        gate.timed_out = not ok
+        return ok
+
+    @tool(cacheable=True)
+    def lookup(key: str) -> str:
+        """A cacheable lookup."""
+        return key.upper()
+
+    @tool
+    def broken() -> None:
+        """Always fails."""
+        raise ValueError("broken on purpose")
+
+    config = SandboxConfig(backend=backend, timeout_s=30, grace_s=2, policy="none")  # type: ignore[arg-type]
+    with Runtime([wait_for_listener, lookup, broken], config) as runtime:
+        yield runtime
+
+
+def _merged(events: list[Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for e in events:
+        if isinstance(e, OutputChunk):
+            if out and out[-1][0] == e.type:
+                out[-1] = (e.type, out[-1][1] + e.text)
+            else:
+                out.append((e.type, e.text))
+    return out
+
+
+def test_events_arrive_while_a_slow_tool_runs(rt: Runtime, gate: Gate) -> None:
+    events: list[RunEvent] = []
+
+    def listen(event: RunEvent) -> None:
+        events.append(event)
+        # The tool is blocked until this listener has seen both the output before it and its start.
+        if isinstance(event, CallStarted) and any(isinstance(e, OutputChunk) for e in events):
+            gate.seen.set()
+
+    with rt.session() as session:
+        result = session.run("print('before')\nok = wait_for_listener()\nprint('after', ok)", on_event=listen)
+    assert result.ok and result.stdout == "before\nafter True\n" and not gate.timed_out
+    kinds = [e.type for e in events]
+    assert kinds == ["stdout", "call_started", "call_finished", "stdout", "done"]
+    started, finished, done = events[1], events[2], events[-1]
+    assert isinstance(started, CallStarted) and isinstance(finished, CallFinished) and isinstance(done, RunDone)
+    assert started.name == "wait_for_listener" and started.arguments == {} and started.id == finished.id
+    assert finished.ok and finished.result is True and not finished.cached and finished.duration_ms > 0
+    times = [e.t for e in events]
+    assert times == sorted(times) and started.t <= finished.t <= done.t
+    assert done.result is result  # the very result run returns
+
+
+def test_stdout_chunks_in_order(rt: Runtime) -> None:
+    code = textwrap.dedent("""
+        import os, sys, time
+        for i in range(4):
+            print(f"out {i}")
+            print(f"err {i}", file=sys.stderr)
+            time.sleep(0.06)
+        for i in range(3000):
+            print(i)
+        sys.stdout.flush()
+        os.write(1, b"raw bytes\\n")
+        time.sleep(0.2)
+        print("end")
+    """)
+    events: list[RunEvent] = []
+    with rt.session() as session:
+        result = session.run(code, on_event=events.append)
+        plain = session.run(code)
+    chunks = [e for e in events if isinstance(e, OutputChunk)]
+    assert "".join(c.text for c in chunks if c.type == "stdout") == result.stdout == plain.stdout
+    assert "".join(c.text for c in chunks if c.type == "stderr") == result.stderr == "".join(
+        f"err {i}\n" for i in range(4))
+    merged = _merged(events)
+    assert merged[:8] == [(name, f"{name[3:]} {i}\n") for i in range(4) for name in ("stdout", "stderr")]
+    assert 2 <= len(chunks) < 300  # coalesced, not one event per print
+    assert isinstance(events[-1], RunDone) and sum(isinstance(e, RunDone) for e in events) == 1
+
+
+def test_streamed_output_is_capped_like_the_result(backend: str) -> None:
+    config = SandboxConfig(backend=backend, output_cap=1000, policy="none")  # type: ignore[arg-type]
+    events: list[RunEvent] = []
+    with Runtime([], config) as runtime, runtime.session() as session:
+        result = session.run("print('x' * 5000)\nprint('y' * 50)", on_event=events.append)
+    streamed = "".join(e.text for e in events if isinstance(e, OutputChunk))
+    assert result.stdout_truncated and streamed == result.stdout == "x" * 1000
+
+
+def test_cached_and_failed_calls(rt: Runtime) -> None:
+    events: list[RunEvent] = []
+    with rt.session() as session:
+        session.run("lookup('a')")
+        result = session.run("lookup('a')\nlookup('b')\ntry:\n    broken()\nexcept ToolError as e:\n    print(e)",
+                             on_event=events.append)
+    finished = [e for e in events if isinstance(e, CallFinished)]
+    assert [(f.name, f.ok, f.cached, f.result) for f in finished] == [
+        ("lookup", True, True, "A"), ("lookup", True, False, "B"), ("broken", False, False, None)]
+    assert finished[2].error is not None and finished[2].error.code == "tool_exception"
+    assert [c.cached for c in result.calls] == [True, False, False]
+    started = [e for e in events if isinstance(e, CallStarted)]
+    assert [s.id for s in started] == [f.id for f in finished] == [c.id for c in result.calls]
+
+
+def test_stream_async(rt: Runtime) -> None:
+    async def main() -> list[RunEvent]:
+        with rt.session() as session:
+            return [event async for event in session.stream("print('hi')\nlookup('q')\n40 + 2")]
+
+    events = asyncio.run(main())
+    assert [e.type for e in events] == ["stdout", "call_started", "call_finished", "done"]
+    done = events[-1]
+    assert isinstance(done, RunDone) and done.result.value == 42 and done.result.stdout == "hi\n"
+    # Events are plain JSON with a type discriminator: they round-trip through the adapter.
+    for event in events:
+        assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
+
+
+LOOP_FOREVER = "x = 41\nprint('started')\nimport time\nwhile True:\n    time.sleep(0.05)\n"
+
+
+def _no_event_threads() -> bool:
+    return not any(t.name == "codeact-run-events" for t in threading.enumerate())
+
+
+def test_a_stream_left_early_stops_the_run(rt: Runtime) -> None:
+    async def main(session: Any) -> list[RunEvent]:
+        seen: list[RunEvent] = []
+        async with contextlib.aclosing(session.stream(LOOP_FOREVER)) as events:
+            async for event in events:
+                seen.append(event)
+                break
+        return seen
+
+    with rt.session() as session:
+        seen = asyncio.run(main(session))
+        assert [e.type for e in seen] == ["stdout"]
+        assert _no_event_threads()
+        stopped = session.history[-1]
+        assert stopped.termination == "error" and stopped.error is not None
+        assert stopped.error.type == "KeyboardInterrupt"
+        after = session.run("x + 1")  # the session is free and kept its state
+        assert after.ok and after.value == 42
+
+
+def test_a_cancelled_stream_task_stops_the_run(rt: Runtime) -> None:
+    async def main(session: Any) -> None:
+        started = asyncio.Event()
+
+        async def consume() -> None:
+            async for _event in session.stream(LOOP_FOREVER):
+                started.set()
+
+        task = asyncio.create_task(consume())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with rt.session() as session:
+        asyncio.run(main(session))
+        assert _no_event_threads()
+        assert session.history[-1].error is not None and session.history[-1].error.type == "KeyboardInterrupt"
+        assert session.run("x").value == 41
+
+
+def test_a_listener_that_raises_stops_the_run(rt: Runtime) -> None:
+    def listen(event: RunEvent) -> None:
+        if isinstance(event, OutputChunk):
+            raise RuntimeError("listener gave up")
+
+    with rt.session() as session:
+        with pytest.raises(RuntimeError, match="listener gave up"):
+            session.run(LOOP_FOREVER, on_event=listen)
+        assert _no_event_threads()
+        assert session.history[-1].termination == "error"
+        assert session.run("x").value == 41
+
+
+def test_a_run_that_cannot_start_raises_to_the_listener(rt: Runtime) -> None:
+    session = rt.session()
+    session.close()
+    from codeact.errors import SessionClosed
+
+    with pytest.raises(SessionClosed):
+        session.run("1", on_event=lambda e: None)
+
+
+@pytest.mark.parametrize(("frame", "reason"), [
+    ("{'type': 'output', 'id': 'nope', 'chunks': [['stdout', 'x']]}", "not in progress"),
+    ("{'type': 'output', 'id': 'nope', 'chunks': [['stdin', 'x']]}", "malformed output frame"),
+])
+def test_forged_output_frames_kill_a_streaming_run(rt: Runtime, frame: str, reason: str) -> None:
+    code = textwrap.dedent(FORGE) + f"chan.sendall(frame({frame}))\nimport time\ntime.sleep(5)\n"
+    events: list[RunEvent] = []
+    with rt.session() as session:
+        result = session.run(code, on_event=events.append)
+    assert result.termination == "killed" and "protocol violation" in (result.reason or "")
+    assert reason in (result.reason or "")
+    assert isinstance(events[-1], RunDone)
+
+
+def test_output_frames_are_refused_when_nobody_listens(rt: Runtime) -> None:
+    code = textwrap.dedent(FORGE) + ("chan.sendall(frame({'type': 'output', 'id': 'x', 'chunks': []}))\n"
+                                     "import time\ntime.sleep(5)\n")
+    with rt.session() as session:
+        result = session.run(code)
+    assert result.termination == "killed" and "did not ask for streaming" in (result.reason or "")
+
+
+def test_exec_events_prints_json_lines(backend: str, tmp_path: Any) -> None:
+    from tests.cli.test_cli_exec import codeact
+
+    code = tmp_path / "action.py"
+    code.write_text("print('hi')\nw = get_weather(city='Beijing')\nprint(w['city'])\n1 / 0\n")
+    proc = codeact("exec", str(code), "--tools", "examples/weather_tools.py", "--backend", backend, "--events")
+    assert proc.returncode == 1, proc.stderr  # the code raised: exit 1, result still printed
+    events = [EVENT_ADAPTER.validate_json(line) for line in proc.stdout.splitlines()]  # every line parses
+    assert [e.type for e in events] == ["stdout", "call_started", "call_finished", "stdout", "done"]
+    done = events[-1]
+    assert isinstance(done, RunDone) and done.result.error is not None and done.result.error.type == "ZeroDivisionError"
+    assert done.result.stdout == "hi\nBeijing\n" and done.result.calls[0].name == "get_weather"
+
+
+def test_live_printer_shows_output_and_calls(rt: Runtime) -> None:
+    import io
+
+    from rich.console import Console
+
+    from codeact.cli._live import LivePrinter, not_yet_shown
+
+    buffer = io.StringIO()
+    printer = LivePrinter(Console(file=buffer, width=200, color_system=None))
+    with rt.session() as session:
+        result = session.run("print('hello')\nlookup('k')\ntry:\n    broken()\nexcept ToolError:\n    pass",
+                             on_event=printer)
+    text = buffer.getvalue()
+    assert text.index("hello") < text.index("→ call_") < text.index("ok \"K\"") < text.index("tool_exception")
+    assert not_yet_shown(result, printer).stdout == "" and not_yet_shown(result, None).stdout == "hello\n"
+
+
+def test_both_agents_put_live_events_in_the_trace(backend: str) -> None:
+    from codeact.agent import CodeActAgent, FunctionCallingAgent, ScriptedModel
+    from tests.conftest import Counter, make_tools
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime(make_tools(Counter()), config) as runtime:
+        seen: list[dict[str, Any]] = []
+        code = "```python\nprint('looking')\nget_weather(city='Beijing')\n```"
+        CodeActAgent(ScriptedModel([code, "done"]), runtime.toolset, runtime=runtime, on_event=seen.append).run("?")
+        kinds = [e["event"] for e in seen]
+        assert kinds.index("code") < kinds.index("stdout") < kinds.index("call_started") < kinds.index(
+            "call_finished") < kinds.index("execution")
+        assert next(e for e in seen if e["event"] == "call_started")["arguments"] == {"city": "Beijing"}
+
+        seen.clear()
+        asks = {"text": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Beijing"}},
+                                           {"name": "get_weather", "arguments": {"city": "Nowhere"}}]}
+        FunctionCallingAgent(ScriptedModel([asks, "done"]), runtime.toolset, runtime=runtime,
+                             on_event=seen.append).run("?")
+        kinds = [e["event"] for e in seen]
+        assert kinds.count("call_started") == 2 and kinds.count("call_finished") == 2
+        assert kinds.index("model_response") < kinds.index("call_started") < kinds.index("tool_results")
+        assert max(i for i, k in enumerate(kinds) if k == "call_finished") < kinds.index("tool_results")
+        failed = [e for e in seen if e["event"] == "call_finished" and not e["ok"]]
+        assert len(failed) == 1 and failed[0]["error"]["code"] == "not_found"
+
+
+def test_agents_without_listeners_take_the_plain_path(backend: str) -> None:
+    from codeact.agent import CodeActAgent, ScriptedModel
+    from tests.conftest import Counter, make_tools
+
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    with Runtime(make_tools(Counter()), config) as runtime:
+        code = "```python\nget_weather(city='Beijing')\n```"
+        episode = CodeActAgent(ScriptedModel([code, "done"]), runtime.toolset, runtime=runtime).run("?")
+    assert episode.status == "answered" and episode.tool_calls == 1
+    assert _no_event_threads()
+
+
+def test_a_stream_cancelled_before_its_run_starts_never_runs(rt: Runtime, gate: Gate) -> None:
+    with rt.session() as session:
+        busy = threading.Event()
+
+        def first_listener(event: RunEvent) -> None:
+            if isinstance(event, CallStarted):
+                busy.set()
+
+        first = threading.Thread(target=session.run, args=("wait_for_listener()",),
+                                 kwargs={"on_event": first_listener})
+        first.start()
+        assert busy.wait(60)  # the first run holds the session; a second one waits for it
+
+        async def main() -> None:
+            async def consume() -> None:
+                async for _event in session.stream("ran_second = True"):
+                    pass
+
+            task = asyncio.create_task(consume())
+            for _ in range(600):  # until the stream's run is waiting for the session
+                await asyncio.sleep(0.05)
+                if sum(t.name == "codeact-run-events" for t in threading.enumerate()) == 2:
+                    break
+            task.cancel()
+            gate.seen.set()  # now let the first run finish
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        first.join(60)
+        assert _no_event_threads() and len(session.history) == 1
+        assert session.run("'ran_second' in globals()").value is False
+
+
+def test_the_host_caps_streamed_output_whatever_the_kernel_sends(backend: str) -> None:
+    # Code that finds the run id can forge output frames; the host still keeps at most output_cap.
+    code = textwrap.dedent(FORGE) + textwrap.dedent("""
+        import gc
+        kernel = next(o for o in gc.get_objects() if type(o).__name__ == 'Kernel')
+        for _ in range(3):
+            chan.sendall(frame({'type': 'output', 'id': kernel.live_id, 'chunks': [['stdout', 'z' * 700]]}))
+        print('real')
+    """)
+    config = SandboxConfig(backend=backend, output_cap=1000, policy="none")  # type: ignore[arg-type]
+    events: list[RunEvent] = []
+    with Runtime([], config) as runtime, runtime.session() as session:
+        result = session.run(code, on_event=events.append)
+    assert result.ok and result.stdout == "real\n"
+    streamed = "".join(e.text for e in events if isinstance(e, OutputChunk) and e.type == "stdout")
+    assert len(streamed) == 1000 and streamed == "z" * 1000  # forged text counted against the cap

@@ -1,0 +1,131 @@
+"""OpenAPI documents → HTTP tools with correct stubs, called from sandboxed code against a local server."""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, Toolset, render_stubs
+from codeact.errors import ToolDefinitionError
+from codeact.runtime.ledger import CallLedger
+from codeact.runtime.sources.http import HttpAuth
+from codeact.runtime.sources.openapi import openapi_endpoints
+from tests.servers.http_app import ApiServer
+from tests.servers.openapi_doc import OPENAPI
+
+TOKEN_ENV = "CODEACT_TEST_OPENAPI_TOKEN"
+TOKEN = "oa-" + secrets.token_hex(12)
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServer]:
+    with ApiServer(token=TOKEN) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def token_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+
+
+def test_document_from_url_gives_tools_with_typed_stubs(api: ApiServer) -> None:
+    tools = Toolset.from_openapi(f"{api.url}/openapi.json", auth=HttpAuth.bearer(TOKEN_ENV))
+    assert tools.names == ["getWeather", "listItems", "createItem", "get_trace"]
+    stubs = render_stubs(tools.specs)
+    compile(stubs, "<stubs>", "exec")
+    assert "class Weather(TypedDict):" in stubs
+    assert 'def getWeather(city: str, units: Literal["C", "F"] | None = None) -> Weather:' in stubs
+    assert "Current weather for a city.\n\n    Temperatures in the city's own unit" in stubs
+    assert 'units: Temperature unit. One of: "C", "F".' in stubs
+    assert 'children: list["Tag"]' in stubs  # a recursive component schema
+    assert "    note: str | None = None," in stubs  # nullable
+    assert "def get_trace(X_Trace_Id: str) -> Any:" in stubs and "Accept" not in stubs
+    weather = tools["getWeather"]
+    assert weather.policy.idempotent and not tools["createItem"].policy.idempotent
+    assert tools["createItem"].spec.input_schema["required"] == ["name"]
+
+
+@pytest.mark.parametrize("backend_name", ["local", "docker"])
+def test_calls_from_sandboxed_code(api: ApiServer, backend_name: str, request: pytest.FixtureRequest) -> None:
+    if backend_name == "docker":
+        request.getfixturevalue("docker_image")
+    tools = Toolset.from_openapi(f"{api.url}/openapi.json", auth=HttpAuth.bearer(TOKEN_ENV))
+    config = SandboxConfig(backend=backend_name, policy="none", timeout_s=30)  # type: ignore[arg-type]
+    with Runtime(tools, config) as rt:
+        result = rt.run(textwrap.dedent("""
+            w = getWeather("Beijing", units="C")
+            made = createItem(name="pen", price=1.5, tags=[{"label": "a", "children": [{"label": "b"}]}])
+            try:
+                getWeather("Atlantis")
+            except ToolError as e:
+                print(e.code)
+            try:
+                createItem(name="x", price=-3)
+            except ToolError as e:
+                print(e.code, e.message)
+            [w["temperature"], made["tags"][0]["children"][0]["label"], get_trace(X_Trace_Id="t9")["trace"]]
+        """))
+    assert result.ok, result.error
+    assert result.value == [20.0, "b", "t9"]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "not_found"
+    assert lines[1].startswith("invalid_arguments price: ")  # the host's schema check: never sent
+    assert [c.name for c in result.calls] == ["getWeather", "createItem", "getWeather", "createItem", "get_trace"]
+    assert api.hits["/weather/Atlantis"] >= 1
+
+
+def test_dict_document_with_base_url_and_chosen_operations(api: ApiServer) -> None:
+    tools = Toolset.from_openapi(OPENAPI, operations=["getWeather", "GET /items"], base_url=api.url,
+                                 auth=HttpAuth.bearer(TOKEN_ENV))
+    assert tools.names == ["getWeather", "listItems"]
+    with Runtime(tools, SandboxConfig(backend="local", policy="none")) as rt:
+        record = rt.host.call(CallLedger(), "getWeather", {"city": "Pittsburgh"})
+    assert record.ok and record.result == {"city": "Pittsburgh", "temperature": 12.0, "unit": "C"}
+    with pytest.raises(ToolDefinitionError, match="no operation"):
+        Toolset.from_openapi(OPENAPI, operations=["deletePet"], base_url=api.url)
+
+
+def test_servers_url_yaml_files_and_refusals(tmp_path: Path) -> None:
+    doc = copy.deepcopy(OPENAPI)
+    doc["servers"] = [{"url": "http://127.0.0.1:{port}/v1", "variables": {"port": {"default": "8123"}}}]
+    endpoints = openapi_endpoints(doc)
+    assert endpoints[0].url == "http://127.0.0.1:8123/v1/weather/{city}"
+    yaml = pytest.importorskip("yaml")
+    path = tmp_path / "api.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert [e.name for e in openapi_endpoints(path)] == ["getWeather", "listItems", "createItem", "get_trace"]
+    with pytest.raises(ToolDefinitionError, match="no absolute server URL"):
+        openapi_endpoints(OPENAPI)
+    with pytest.raises(ToolDefinitionError, match="only OpenAPI 3"):
+        openapi_endpoints({"swagger": "2.0", "paths": {}})
+    external = copy.deepcopy(OPENAPI)
+    external["paths"]["/items"]["get"]["parameters"] = [{"$ref": "other.yaml#/Limit"}]
+    with pytest.raises(ToolDefinitionError, match="only local references"):
+        openapi_endpoints(external, base_url="http://127.0.0.1:1")
+
+
+def test_non_json_bodies_and_composed_bodies() -> None:
+    doc = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+        "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {}}},
+                             "responses": {}}},
+        "/merge": {"post": {"operationId": "merge", "requestBody": {"required": True, "content": {
+            "application/json": {"schema": {"oneOf": [{"type": "object"}, {"type": "array"}]}}}},
+            "responses": {}}},
+        "/n/{n}": {"get": {"operationId": "bounded", "parameters": [
+            {"name": "n", "in": "path", "required": True,
+             "schema": {"type": "integer", "minimum": 1, "exclusiveMinimum": True}}], "responses": {}}},
+    }}
+    endpoints = {e.name: e for e in openapi_endpoints(doc, base_url="http://127.0.0.1:1")}
+    assert sorted(endpoints) == ["bounded", "merge"]  # the multipart upload is left out
+    merge = endpoints["merge"].spec().input_schema
+    assert merge["required"] == ["body"] and "oneOf" in merge["properties"]["body"]
+    assert endpoints["bounded"].spec().input_schema["properties"]["n"] == {"type": "integer", "exclusiveMinimum": 1}
+    with pytest.raises(ToolDefinitionError, match="no JSON request body"):
+        openapi_endpoints(doc, operations=["upload"], base_url="http://127.0.0.1:1")
+    json.dumps([e.spec().input_schema for e in endpoints.values()])

@@ -1,0 +1,200 @@
+"""Nothing a tool does stalls or kills the host: any BaseException is a ``tool_exception`` record
+on either executor (pool thread or event loop), later calls in the same runtime succeed, and a
+hung tool never holds a run, a runtime's close or the ``codeact exec`` process past its bound."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, tool
+from codeact.runtime.ledger import CallLedger
+
+LOCAL = SandboxConfig(backend="local", timeout_s=10, grace_s=1, policy="none")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Custom(BaseException):
+    pass
+
+
+RAISERS: dict[str, Any] = {
+    "SystemExit": lambda: sys.exit(3),
+    "KeyboardInterrupt": lambda: (_ for _ in ()).throw(KeyboardInterrupt()),
+    "GeneratorExit": lambda: (_ for _ in ()).throw(GeneratorExit()),
+    "custom": lambda: (_ for _ in ()).throw(_Custom("mine")),
+}
+
+
+def _tools(kind: str, *, is_async: bool, cacheable: bool) -> list[Any]:
+    raise_it = RAISERS[kind]
+    if is_async:
+        async def boom(x: int) -> int:
+            """Raises a BaseException.
+
+            Args:
+                x: anything.
+            """
+            raise_it()
+            return x
+    else:
+        def boom(x: int) -> int:
+            """Raises a BaseException.
+
+            Args:
+                x: anything.
+            """
+            raise_it()
+            return x
+
+    @tool
+    def fine(x: int) -> int:
+        """Answers.
+
+        Args:
+            x: a number.
+        """
+        return x + 1
+
+    @tool(cacheable=True)
+    def fine_cached(x: int) -> int:
+        """Answers, cacheably.
+
+        Args:
+            x: a number.
+        """
+        return x + 2
+
+    return [tool(boom, cacheable=cacheable), fine, fine_cached]
+
+
+@pytest.mark.parametrize("kind", list(RAISERS))
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("cacheable", [False, True], ids=["plain", "cacheable"])
+def test_base_exception_from_a_tool_is_a_record(kind: str, is_async: bool, cacheable: bool) -> None:
+    with Runtime(_tools(kind, is_async=is_async, cacheable=cacheable), LOCAL) as rt, rt.session() as s:
+        result = s.run("try:\n    boom(1)\nexcept ToolError as e:\n    err = e.code\nerr")
+        assert result.ok and result.value == "tool_exception", result
+        assert result.calls[0].error is not None and result.calls[0].error.code == "tool_exception"
+        name = "_Custom" if kind == "custom" else kind
+        assert name in result.calls[0].error.message
+        # The runtime still works on both executors (pool thread and event loop), in a new run too.
+        again = s.run("[fine(x=1), fine_cached(x=1), fine(x=2)]")
+        assert again.ok and again.value == [2, 3, 3], again
+        # ...and for the JSON agent's entry, on the same host.
+        record = rt.loop.run(rt.host.acall(CallLedger(), "boom", {"x": 1}))
+        assert record.error is not None and record.error.code == "tool_exception"
+        assert rt.loop.run(rt.host.acall(CallLedger(), "fine", {"x": 5})).result == 6
+
+
+def test_every_tool_has_a_timeout_by_default() -> None:
+    release = threading.Event()
+
+    @tool(timeout_s=None)
+    def hang() -> None:
+        """Hangs until released."""
+        release.wait(30)
+
+    try:
+        with Runtime([hang], LOCAL, tool_timeout_s=0.3) as rt, rt.session() as s:
+            assert rt.host.timeout_of(rt.toolset.get("hang")) == 0.3  # type: ignore[arg-type]
+            result = s.run("try:\n    hang()\nexcept ToolError as e:\n    err = e.code\nerr")
+            assert result.ok and result.value == "timeout"
+            assert result.calls[0].error is not None and "0.3 s" in result.calls[0].error.message
+    finally:
+        release.set()
+
+
+def test_a_queued_call_of_an_ended_run_never_runs() -> None:
+    started: list[int] = []
+    release = threading.Event()
+
+    @tool(timeout_s=60)
+    def slow(i: int) -> int:
+        """Blocks until released.
+
+        Args:
+            i: which call.
+        """
+        started.append(i)
+        release.wait(30)
+        return i
+
+    config = SandboxConfig(backend="local", timeout_s=2, grace_s=1, policy="none")
+    try:
+        with Runtime([slow], config) as rt, rt.session() as s:
+            share = s.calls.gate.limit
+            # No threads in the sandbox: the async stubs put every call in flight at once.
+            result = s.run(f"import asyncio\nawait asyncio.gather(*[aio.slow(i=i) for i in range({share + 8})])")
+            assert result.termination == "timeout", (result.error, result.calls[:2])
+            assert len(result.calls) == share + 8
+            assert all(not c.ok and c.error is not None for c in result.calls)
+            not_run = [c for c in result.calls if "not run" in c.error.message]  # type: ignore[union-attr]
+            assert len(not_run) == 8
+            release.set()
+            # The session's slots come back; the queued calls are dropped, not run late.
+            deadline = time.monotonic() + 20
+            while s.calls.gate.running and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert s.calls.gate.running == 0
+            assert len(started) == share
+            assert s.run("slow(i=99)").value == 99
+    finally:
+        release.set()
+
+
+def test_closing_a_runtime_does_not_wait_for_a_hung_tool() -> None:
+    release = threading.Event()
+
+    @tool(timeout_s=120)
+    async def hang_async() -> None:
+        """Hangs."""
+        import asyncio
+
+        await asyncio.sleep(120)
+
+    @tool(timeout_s=120, cacheable=True)
+    def hang_sync() -> None:
+        """Hangs."""
+        release.wait(120)
+
+    try:
+        rt = Runtime([hang_async, hang_sync], LOCAL)
+        for name in ("hang_async", "hang_sync"):
+            rt.loop.submit(rt.host.acall(CallLedger(), name, {}))
+        time.sleep(0.3)
+        started = time.monotonic()
+        rt.close()
+        assert time.monotonic() - started < 15
+    finally:
+        release.set()
+
+
+def test_exec_with_a_hung_tool_exits_at_its_timeout_and_leaves_no_container(
+        tmp_path: Path, docker_image: str) -> None:
+    tools = tmp_path / "hang.py"
+    tools.write_text("import time\nfrom codeact import tool\n\n@tool(timeout_s=600)\n"
+                     "def hang() -> int:\n    \"\"\"Hangs.\"\"\"\n    time.sleep(600)\n    return 1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "codeact.cli", "exec", "-", "--tools", str(tools),
+                             "--backend", "docker", "--timeout", "2", "--json"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    out, err = proc.communicate("print('before')\nhang()\n", timeout=120)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 1, err
+    result = json.loads(out)
+    assert result["termination"] == "timeout"
+    assert result["calls"][0]["name"] == "hang" and result["calls"][0]["ok"] is False
+    assert result["calls"][0]["error"]["code"] == "timeout"
+    # The bound: the run's timeout + its grace + process start and container removal, far below 600 s.
+    assert elapsed < 60, elapsed
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=codeact.owner.pid={proc.pid}"],
+                          capture_output=True, text=True, timeout=60)
+    assert left.stdout.strip() == ""

@@ -1,0 +1,122 @@
+"""Lazy tool stubs (issue 12): a session with a large toolset compiles only the stubs its code names.
+
+The kernel gets the lean module whole but compiles only what precedes the lazy marker; every tool
+name holds a stand-in until a cell names it, and then the real stub function. Observable without
+timing: which names hold functions of the stubs' module.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, Toolset
+from codeact.sandbox.inside import lazy_stubs
+from codeact.tool_stubs import ToolSpec, python_names
+from codeact.tool_stubs.render import LAZY_MARKER, render_lean_stubs, render_stubs
+from tests.servers.big_openapi import big_document
+from tests.servers.json_http import json_server
+
+#: The stub functions compiled so far in the session (the preamble's helpers left out).
+COMPILED = ("sorted(n for n, v in globals().items() if type(v).__name__ == 'function' "
+            "and v.__module__ == 'codeact_tools' and not n.startswith('__codeact'))")
+
+
+@pytest.fixture(scope="module")
+def big() -> Iterator[Toolset]:
+    with json_server(lambda request: {"path": request["path"]}) as (url, _seen):
+        yield Toolset.from_openapi(big_document(url))
+
+
+def test_the_marker_is_the_hosts_and_split_finds_every_stub(big: Toolset) -> None:
+    assert lazy_stubs.MARKER == LAZY_MARKER
+    lean = render_lean_stubs(big.specs)
+    now, later = lazy_stubs.split(lean)
+    assert list(later) == list(python_names(big.specs).values())
+    assert "def " not in now.split("__codeact_mark_defaults__(functions)")[1]  # no stub is compiled up front
+    assert later["repos_archive_repository"] == textwrap.dedent("""\
+        def repos_archive_repository(owner, repo, repo_id):
+            return __codeact_call__("repos/archive-repository", __codeact_args__(__codeact_locals__()))""")
+    scope: dict[str, Any] = {"__codeact_call__": lambda name, args: (name, args)}
+    exec(compile(now, "<t>", "exec"), scope)
+    stubs = lazy_stubs.LazyStubs(scope, later)
+    namespace: dict[str, Any] = {}
+    stubs.bind(namespace)
+    namespace["labels_list_labels"] = "mine"  # the code rebound a tool's name
+    assert isinstance(namespace["repos_get_repository"], lazy_stubs.Pending) and stubs.compiled == {}
+    code = compile("def f():\n    return [repos_get_repository(o, r, 1) for o, r in x], labels_list_labels", "<c>", "exec")
+    stubs.install(lazy_stubs.code_names(code), namespace)  # a name the code rebound stays the code's
+    assert list(stubs.compiled) == ["repos_get_repository"]
+    assert namespace["repos_get_repository"] is stubs.compiled["repos_get_repository"]
+    assert namespace["repos_get_repository"]("o", "r", 1) == ("repos/get-repository", {"owner": "o", "repo": "r",
+                                                                                       "repo_id": 1})
+    assert namespace["labels_list_labels"] == "mine"
+    assert namespace["issues_list_issues"]("o", "r") == ("issues/list-issues", {"owner": "o", "repo": "r"})
+
+
+def test_small_toolsets_and_typed_modules_have_nothing_lazy() -> None:
+    module = render_stubs([ToolSpec(name="t", input_schema={"properties": {"a": {"type": "integer"}}})])
+    assert lazy_stubs.split(module) == (module, {})
+    assert lazy_stubs.split(render_lean_stubs([])) == (render_lean_stubs([]), {})
+
+
+@pytest.mark.parametrize("backend_name,policy", [("local", "none"), ("local", "restricted"), ("docker", "none")])
+def test_a_session_compiles_only_the_stubs_its_code_names(big: Toolset, backend_name: str, policy: str,
+                                                          request: pytest.FixtureRequest) -> None:
+    if backend_name == "docker":
+        request.getfixturevalue("docker_image")
+    config = SandboxConfig(backend=backend_name, policy=policy, timeout_s=30)  # type: ignore[arg-type]
+    with Runtime(big, config) as rt, rt.session() as session:
+        assert len(rt.views.catalog.specs) == len(big) and "def labels_get_label(" in rt.stubs
+        before = session.run(COMPILED)
+        signature = 'str(__import__("inspect").signature(labels_list_labels))' if policy == "none" else \
+            'labels_list_labels.__name__'
+        named = session.run(textwrap.dedent("""
+            def later(owner):  # named, not called: compiled before the cell runs
+                return labels_get_label(owner, "r", 1)
+            SIGNATURE, type(globals()["issues_get_issue"]).__name__
+        """).replace("SIGNATURE", signature))
+        after = session.run(COMPILED)
+        typo = session.run("labels_list_label('o', 'r')")
+        snap = session.snapshot()
+    assert before.ok and before.value == [], before.error
+    assert named.ok, named.error
+    assert named.value == ["(owner, repo, per_page=30, page=1, sort='created')" if policy == "none"
+                           else "labels_list_labels", "Pending"]
+    assert after.value == ["labels_get_label", "labels_list_labels"]
+    assert typo.error is not None and typo.error.type == "NameError"
+    assert typo.error.message.startswith("name 'labels_list_label' is not defined; did you mean labels_list_labels")
+    with Runtime(big, config) as rt, rt.restore(snap) as restored:
+        assert restored.run(COMPILED).value == ["labels_get_label", "labels_list_labels"]
+
+
+def test_stand_ins_and_async_twins_compile_on_their_first_use(big: Toolset) -> None:
+    config = SandboxConfig(backend="local", policy="none", timeout_s=30)
+    with Runtime(big, config) as rt, rt.session() as session:
+        result = session.run(textwrap.dedent("""
+            import asyncio, inspect
+            name = "repos_" + "archive_repository"  # a computed name: the code never names the tool
+            fn = globals()[name]
+            twin = getattr(aio, "labels_" + "delete_label")
+            [repr(fn), str(inspect.signature(fn)), fn("o", "r", 1), await twin("o", "r", 2)]
+        """))
+    assert result.ok, result.error
+    assert result.value == ["<tool stub repos_archive_repository (compiled at its first use)>",
+                            "(owner, repo, repo_id)", {"path": "/repos/o/r/repositories/1/archive"},
+                            {"path": "/repos/o/r/labels/2"}]
+    assert [c.name for c in result.calls] == ["repos/archive-repository", "labels/delete-label"]
+    assert result.calls[0].arguments == {"owner": "o", "repo": "r", "repo_id": 1}
+
+
+def test_a_name_error_near_a_tool_name_says_so() -> None:
+    tools = ["labels_list_labels", "repos_get", "__codeact_args__"]
+    search = 'search_tools("what you want to do") finds tools by what they do'
+    assert lazy_stubs.name_hint(NameError("", name="labels_list_label"), tools) == \
+        f"; did you mean labels_list_labels? {search}"
+    assert lazy_stubs.name_hint(NameError("", name="repos_frobnicate"), tools) == f"; no tool has that name: {search}"
+    assert lazy_stubs.name_hint(NameError("", name="pritn"), tools) == ""  # not like a tool: Python's message alone
+    assert lazy_stubs.name_hint(NameError("", name="__codeact_arg__"), tools) == ""
+    assert lazy_stubs.name_hint(KeyError("labels_list_label"), tools) == ""
