@@ -7,9 +7,9 @@ message is validated here; anything out of protocol kills the sandbox with a cle
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +127,7 @@ class KernelDriver:
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
         """
-        run_id = uuid.uuid4().hex
+        run_id = os.urandom(16).hex()
         started = time.monotonic()
         self._on_output = on_output
         try:
