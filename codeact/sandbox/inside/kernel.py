@@ -50,6 +50,9 @@ _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters 
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
 #: after this long (to see an interrupt); shorter runs and calls never wake it.
 _READER_AFTER_S = 0.002
+#: After a run, the reader thread keeps waking on that period this long (so back-to-back runs
+#: need not wake it each), then sleeps until the next run.
+_READER_LINGER_S = 0.05
 assert set(frames.TERMINATIONS) == {"completed", "error", "output_limit"}
 
 
@@ -500,7 +503,7 @@ class _Reading:
         self.owner_yields = False  # the owner gives the channel up when woken (reader thread, ended run)
         self.nudged = False  # a byte is in the wake pipe
         self.waiting = 0  # threads in ``waiters``
-        self.released = time.monotonic()
+        self.released = self.started = time.monotonic()
         self.reader_timed = False  # the reader thread waits with a timeout (it is notified otherwise)
         self.wake_r, self.wake_w = os.pipe()
         self.poll = select.poll()
@@ -573,7 +576,7 @@ class _Reading:
     def run_started(self) -> None:
         with self.mu:
             self.kernel.running = True
-            self.released = time.monotonic()
+            self.released = self.started = time.monotonic()
             if not self.reader_timed:
                 self.idle.notify()
 
@@ -646,11 +649,13 @@ class _Reading:
                         self.owner = threading.get_ident()
                         self.owner_yields = True
                         break
-                    self.reader_timed = kernel.running
                     timeout = None
                     if kernel.running:
                         timeout = max(self.released + _READER_AFTER_S - now, 0.0) if self.owner is None \
                             else _READER_AFTER_S
+                    elif now - self.started < _READER_LINGER_S:
+                        timeout = _READER_AFTER_S
+                    self.reader_timed = timeout is not None
                     self.idle.wait(timeout)
                 self.reader_timed = False
             try:
