@@ -46,7 +46,7 @@ IN_SANDBOX = tuple(sorted(f"sandbox/inside/{p.name}" for p in (PACKAGE / "sandbo
                           if p.name != "__init__.py"))
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
-IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "client", "kernel", "_restricted", "_restricted_ast",
+IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "frames", "client", "kernel", "_restricted", "_restricted_ast",
                     "_restricted_modules", "lazy_stubs"}
 
 

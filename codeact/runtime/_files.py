@@ -4,6 +4,11 @@ A file counts as written by the run when it is new or its stat signature (inode,
 ctime) changed. Timestamps are coarse (a clock tick of a few ms), so a file the previous run wrote
 moments ago could be rewritten within the same tick with the same size and keep its signature: the
 snapshot also hashes such *recent* files (bounded), and the comparison re-hashes them.
+
+An empty workspace whose directory was last changed well before the snapshot (older than a tick)
+is not walked again after the run if the directory's own stat signature is unchanged: creating
+anything in it would have changed its mtime/ctime (a run that computes and writes nothing, the
+common case, costs one ``stat``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ class WorkspaceSnapshot:
     sigs: dict[str, _Sig] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     hashes: dict[str, bytes] = field(default_factory=dict)
+    #: The root's stat signature when the root held nothing and had not changed recently: while
+    #: it stays the same, nothing was created (set by ``snapshot``; None means walk).
+    empty_root: _Sig | None = None
+
+
+def _root_sig(root: str) -> _Sig | None:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _walk(root: str) -> list[tuple[str, os.stat_result]]:
@@ -73,6 +89,15 @@ def snapshot(root: str | os.PathLike[str]) -> WorkspaceSnapshot:
     snap = WorkspaceSnapshot()
     recent = time.time_ns() - _RECENT_NS
     budget = [_HASH_BUDGET]
+    sig = _root_sig(root)
+    try:
+        with os.scandir(root) as entries:
+            empty = next(entries, None) is None
+    except OSError:
+        empty = False
+    if empty and sig is not None and max(sig[2], sig[3]) < recent and sig == _root_sig(root):
+        snap.empty_root = sig
+        return snap
     for rel, st in _walk(root):
         snap.sigs[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         snap.sizes[rel] = st.st_size
@@ -86,6 +111,8 @@ def snapshot(root: str | os.PathLike[str]) -> WorkspaceSnapshot:
 def written_files(root: str | os.PathLike[str], before: WorkspaceSnapshot) -> tuple[list[FileInfo], list[str]]:
     """(files created or modified since ``before``, sorted; paths of files removed since)."""
     root = os.fspath(root)
+    if before.empty_root is not None and _root_sig(root) == before.empty_root:
+        return [], []
     found: list[FileInfo] = []
     present: set[str] = set()
     budget = [_HASH_BUDGET]

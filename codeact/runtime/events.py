@@ -133,6 +133,11 @@ class _Sink:
         if driver is not None:
             driver._interrupt()
 
+    def refuse_start(self) -> None:
+        """A run that has not started yet never will (non-blocking: safe on an event loop)."""
+        with self._lock:
+            self.cancelled = True
+
     def attach(self, driver: KernelDriver) -> None:
         """The run starts on ``driver``: ``cancel`` interrupts it from now until :meth:`detach`.
         A run cancelled already does not start."""
@@ -253,4 +258,5 @@ async def stream(session: Session, code: str, timeout_s: float | None = None) ->
         _outcome(box)  # a run that could not start raises here
     finally:
         if not finished:
+            sink.refuse_start()  # at once: the hop to a thread below may come after the session frees up
             await asyncio.shield(asyncio.to_thread(sink.stop, thread))

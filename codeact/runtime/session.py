@@ -442,7 +442,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     termination = outcome.termination
     if outcome.interrupted and (done is None or done.termination != "completed"):
         termination = "timeout"
-    error = CodeError(**done.error.model_dump()) if done is not None and done.error else None
+    error = CodeError(**done.error.as_dict()) if done is not None and done.error else None
     if termination == "error" and error is not None and error.type == "MemoryError":
         termination = "memory"
     reason = outcome.reason

@@ -15,6 +15,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 KERNEL_FILES: tuple[str, ...] = (
     "sandbox/inside/kernel.py",
     "sandbox/inside/protocol.py",
+    "sandbox/inside/frames.py",
     "sandbox/inside/_restricted.py",
     "sandbox/inside/_restricted_ast.py",
     "sandbox/inside/_restricted_modules.py",

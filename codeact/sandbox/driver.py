@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any
 
 from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from .base import Sandbox
+from .inside.frames import FROM_KERNEL, problem
 from .inside.protocol import VERSION, FrameError, PeerClosed, bindable, decode_bounded, encode
 
-__all__ = ["CallHandler", "KernelDriver", "OutputHandler", "RunOutcome"]
+__all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
 #: (seq, tool name, arguments, frame size in bytes) → None, or a (monotonic deadline, callback)
 #: the driver calls once the deadline passes (it wakes for it while it waits for frames anyway).
@@ -34,65 +33,41 @@ CallHandler = Callable[[int, str, Any, int], "tuple[float, Callable[[], None]] |
 OutputHandler = Callable[[str, str], None]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+@dataclass(slots=True)
+class CodeErrorFrame:
+    """The ``error`` object of a ``done`` frame (checked against ``frames.CODE_ERROR``)."""
 
-
-class _Hello(_Strict):
-    type: Literal["hello"]
-    v: int
-    pid: int
-    policy: str
-
-
-class _Ready(_Strict):
-    type: Literal["ready"]
-    error: str | None = None
-
-
-class _Bound(_Strict):
-    type: Literal["bound"]
-    error: str | None = None
-
-
-class _Call(_Strict):
-    type: Literal["call"]
-    seq: int = Field(ge=1)
-    name: str = Field(max_length=512)
-    arguments: Any = None
-
-
-_CALL_KEYS = frozenset(_Call.model_fields)
-
-
-class _CodeError(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field(max_length=1000)
-    message: str = Field(max_length=20_000)
+    type: str
+    message: str
     lineno: int | None = None
-    traceback: str = Field("", max_length=50_000)
+    traceback: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "lineno": self.lineno, "traceback": self.traceback}
 
 
-class _Done(_Strict):
-    type: Literal["done"]
+@dataclass(slots=True)
+class DoneFrame:
+    """A checked ``done`` frame (``frames.FROM_KERNEL["done"]``), with its defaults filled in."""
+
+    type: str
     id: str
-    termination: Literal["completed", "error", "output_limit"]
+    termination: str
     stdout: str = ""
     stderr: str = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     value: Any = None
-    error: _CodeError | None = None
+    error: CodeErrorFrame | None = None
     final: dict[str, Any] | None = None
 
-
-class _OutputFrame(_Strict):
-    """Output a streaming run wrote since the last frame: [stream, text] pairs in order."""
-
-    model_config = ConfigDict(extra="forbid", strict=False)  # JSON has no tuples: pairs come as lists
-    type: Literal["output"]
-    id: str
-    chunks: list[tuple[Literal["stdout", "stderr"], str]] = Field(max_length=10_000)
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> DoneFrame:
+        """From a frame that passed ``frames.problem``."""
+        error = message.get("error")
+        if error is not None:
+            message = {**message, "error": CodeErrorFrame(**error)}
+        return cls(**message)
 
 
 #: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
@@ -106,7 +81,7 @@ class RunOutcome:
     """What the kernel reported for one run, or how the run ended without a report."""
 
     termination: str
-    done: _Done | None = None
+    done: DoneFrame | None = None
     interrupted: bool = False
     state_lost: bool = False
     reason: str | None = None
@@ -140,22 +115,22 @@ class KernelDriver:
         chan = self.sandbox.channel
         chan.sock.settimeout(timeout_s)
         try:
-            hello = _Hello.model_validate(chan.recv())
-            if hello.v != VERSION:
-                raise ProtocolViolation(f"kernel speaks protocol v{hello.v}, host v{VERSION}")
+            hello = _expect(chan.recv(), "hello")
+            if hello["v"] != VERSION:
+                raise ProtocolViolation(f"kernel speaks protocol v{hello['v']}, host v{VERSION}")
             self._send({"type": "setup", "stubs": stubs})
-            ready = _Ready.model_validate(chan.recv())
-        except (FrameError, OSError, ValidationError) as exc:
+            ready = _expect(chan.recv(), "ready")
+        except (FrameError, OSError) as exc:
             raise SandboxUnavailable(f"the kernel did not start properly: {one_line(str(exc), 300)}") from None
-        if ready.error:
-            raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready.error}")
+        if ready.get("error"):
+            raise SandboxUnavailable(f"the tool stubs did not load in the sandbox: {ready['error']}")
 
     def reset(self, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
         """Put the namespace back to its baseline (a ``reset`` frame: no code runs).
 
         Raises ProtocolViolation (the sandbox is killed) for an answer out of protocol, and
         SandboxError when the kernel died, did not answer in time (killed) or refused."""
-        self._control("reset", encode({"type": "reset"}), _Ready, timeout_s)
+        self._control("reset", encode({"type": "reset"}), "ready", timeout_s)
 
     def bind(self, values: Mapping[str, Any], timeout_s: float = CONTROL_TIMEOUT_S) -> None:
         """Set names in the namespace to JSON values (a ``bind`` frame: the kernel decodes JSON,
@@ -170,9 +145,9 @@ class KernelDriver:
             data = encode({"type": "bind", "values": dict(values)})
         except (TypeError, ValueError, RecursionError) as exc:
             raise TypeError(_not_json(values, exc)) from None
-        self._control("bind", data, _Bound, timeout_s)
+        self._control("bind", data, "bound", timeout_s)
 
-    def _control(self, kind: str, data: bytes, answer: type[_Ready | _Bound], timeout_s: float) -> None:
+    def _control(self, kind: str, data: bytes, answer: str, timeout_s: float) -> None:
         """Send a reset/bind frame, wait for its one answer (refusing stray calls meanwhile)."""
         chan = self.sandbox.channel
         deadline = time.monotonic() + timeout_s
@@ -192,16 +167,16 @@ class KernelDriver:
                 if problem is not None:
                     raise FrameError(f"malformed call frame: {problem}")
                 self.reply(message["seq"], _STRAY_CALL)
-            reply = answer.model_validate(message)
+            reply = _expect(message, answer)
         except TimeoutError:
             self._kill()
             raise SandboxError(f"the kernel did not answer {kind!r} within {timeout_s:g} s and was killed") from None
         except (PeerClosed, OSError):
             raise SandboxError(self._died(interrupted=False).reason) from None
-        except (FrameError, ValidationError, RecursionError, MemoryError) as exc:
+        except (FrameError, RecursionError, MemoryError) as exc:
             raise ProtocolViolation(self._violation(f"answer to {kind!r}: {one_line(str(exc), 300)}").reason) from None
-        if reply.error:
-            raise SandboxError(f"the kernel refused {kind!r}: {reply.error}")
+        if reply.get("error"):
+            raise SandboxError(f"the kernel refused {kind!r}: {reply['error']}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
             output_limit: int, grace_s: float, max_call_bytes: int | None = None,
@@ -213,7 +188,7 @@ class KernelDriver:
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
         """
-        run_id = uuid.uuid4().hex
+        run_id = os.urandom(16).hex()
         started = time.monotonic()
         self._on_output = on_output
         try:
@@ -259,21 +234,20 @@ class KernelDriver:
                 return self._violation(f"unreadable frame: {one_line(str(exc), 300)}")
             kind = message.get("type")
             if kind == "call":
-                problem = _call_problem(message)
-                if problem is not None:
-                    return self._violation(f"malformed call frame: {problem}")
+                issue = _call_problem(message)
+                if issue is not None:
+                    return self._violation(f"malformed call frame: {issue}")
                 seq = message["seq"]
                 timer = on_call(seq, message["name"], message.get("arguments"), chan.last_size)
                 if timer is not None:
                     heapq.heappush(timers, (timer[0], seq, timer[1]))
             elif kind == "done":
-                try:
-                    done = _Done.model_validate(message)
-                except ValidationError as exc:
-                    return self._violation(f"malformed done frame: {one_line(str(exc), 300)}")
-                if done.id != run_id:
+                issue = problem(message, _DONE)
+                if issue is not None:
+                    return self._violation(f"malformed done frame: {one_line(issue, 300)}")
+                if message["id"] != run_id:
                     return self._violation("a 'done' frame for a run that is not in progress")
-                return RunOutcome(done.termination, done=done, interrupted=interrupted)
+                return RunOutcome(message["termination"], done=DoneFrame.of(message), interrupted=interrupted)
             else:
                 return self._violation(f"unexpected frame type {str(kind)[:40]!r}")
 
@@ -292,13 +266,12 @@ class KernelDriver:
                 return message
             if self._on_output is None:
                 raise FrameError("an 'output' frame for a run that did not ask for streaming")
-            try:
-                frame = _OutputFrame.model_validate(message)
-            except ValidationError as exc:
-                raise FrameError(f"malformed output frame: {one_line(str(exc), 300)}") from None
-            if frame.id != run_id:
+            issue = problem(message, _OUTPUT)
+            if issue is not None:
+                raise FrameError(f"malformed output frame: {one_line(issue, 300)}")
+            if message["id"] != run_id:
                 raise FrameError("an 'output' frame for a run that is not in progress")
-            for name, text in frame.chunks:
+            for name, text in message["chunks"]:
                 self._on_output(name, text)
             left = until - time.monotonic()
             if left <= 0:
@@ -333,17 +306,29 @@ class KernelDriver:
         return RunOutcome("killed", state_lost=True, reason=f"the sandbox process ended: {how}{detail}")
 
 
+_CALL, _DONE, _OUTPUT = FROM_KERNEL["call"], FROM_KERNEL["done"], FROM_KERNEL["output"]
+_CALL_KEYS = frozenset(_CALL)
+_MAX_NAME = _CALL["name"].max_len or 0
+
+
+def _expect(message: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``message`` if it is a well-formed frame of type ``kind``; else FrameError."""
+    if message.get("type") != kind:
+        raise FrameError(f"expected a {kind!r} frame, got {str(message.get('type'))[:40]!r}")
+    issue = problem(message, FROM_KERNEL[kind])
+    if issue is not None:
+        raise FrameError(f"malformed {kind} frame: {issue}")
+    return message
+
+
 def _call_problem(message: dict[str, Any]) -> str | None:
-    """What is wrong with a call frame, if anything: the ``_Call`` schema, with the common valid
-    case checked by hand (~0.3 µs instead of a model validation's few µs)."""
+    """What is wrong with a call frame, if anything (``frames.FROM_KERNEL["call"]``), with the
+    common valid case checked inline (~0.3 µs)."""
     seq, name = message.get("seq"), message.get("name")
-    if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= 512 and message.keys() <= _CALL_KEYS:
+    if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= _MAX_NAME and message.keys() <= _CALL_KEYS:
         return None
-    try:
-        _Call.model_validate(message)
-    except ValidationError as exc:
-        return one_line(str(exc), 300)
-    return None
+    issue = problem(message, _CALL)
+    return None if issue is None else one_line(issue, 300)
 
 
 def _not_json(values: Mapping[str, Any], exc: BaseException) -> str:

@@ -55,10 +55,17 @@ def _resolve(future: asyncio.Future[dict[str, Any]], message: dict[str, Any]) ->
 class ToolClient:
     """Sends ``call`` frames and matches the host's ``result`` frames to the waiting caller."""
 
-    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, send: Callable[[dict[str, Any]], None], *, wait: Callable[[_Slot], None] | None = None,
+                 on_async: Callable[[], None] | None = None) -> None:
         self._send = send
         self._seq = itertools.count(1)
         self._pending: dict[int, _Slot] = {}
+        #: How a calling thread waits for its result: by default until ``deliver`` sets its slot;
+        #: the kernel's reads the channel itself until the result is in (no hand-off).
+        self._wait = wait or _wait_event
+        #: Called once an async call's frame is sent (someone must read the channel for it).
+        self._on_async = on_async
+        self._async: set[int] = set()  # seqs of async calls waiting
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool; block this thread until the host answers."""
@@ -67,7 +74,7 @@ class ToolClient:
         self._pending[seq] = slot
         try:
             self._send_call(seq, name, arguments)
-            slot.event.wait()
+            self._wait(slot)
         finally:
             self._pending.pop(seq, None)
         return _unpack(slot.reply)
@@ -87,12 +94,20 @@ class ToolClient:
 
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[seq] = _Slot(future)
+        self._async.add(seq)
         try:
             self._send_call(seq, name, arguments)
+            if self._on_async is not None:
+                self._on_async()
             reply = await future
         finally:
+            self._async.discard(seq)
             self._pending.pop(seq, None)
         return _unpack(reply)
+
+    def has_async_waiting(self) -> bool:
+        """Whether an async call waits for its result (nobody reads for it but the reader thread)."""
+        return bool(self._async)
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Hand a ``result`` frame to the caller waiting for it (unknown seqs are dropped)."""
@@ -109,6 +124,10 @@ class ToolClient:
             slot.event.set()
 
 
+
+
+def _wait_event(slot: _Slot) -> None:
+    slot.event.wait()
 
 
 def _unpack(reply: dict[str, Any] | None) -> Any:

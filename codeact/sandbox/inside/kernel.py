@@ -1,20 +1,27 @@
 """The kernel: runs the model's code inside the sandbox. Standard library only.
 
-One process per session, one persistent namespace. The main thread executes cells; a reader
-thread receives frames (run requests, tool results, interrupts); fd 1 and 2 are pipes drained
-into capped buffers, so nothing the code writes (print, os.write, a subprocess) can reach the
-channel, which is a separate socket.
+One process per session, one persistent namespace. The main thread executes cells; fd 1 and 2
+are pipes drained into capped buffers, so nothing the code writes (print, os.write, a subprocess)
+can reach the channel, which is a separate socket. Frames are declared in ``frames``.
+
+Who reads the channel: one thread at a time holds the right to (``_Reading``). Between runs the
+main thread reads its next request itself; a thread that made a tool call reads until its own
+result arrives (handing the results of other threads' calls to them); the reader thread reads only
+when nobody else does and someone must: async calls are waiting, or a run's code has computed for
+a while without calling (an interrupt may come). So a warm run or a tool call costs no hand-off
+between threads in the kernel. A thread wanting the channel from the reader thread (or the main
+thread wanting it back from a caller left over from an ended run) wakes it through a pipe.
 """
 
 from __future__ import annotations
 
 import ast
 import codecs
+import collections
 import fcntl
 import json
 import linecache
 import os
-import queue
 import select
 import signal
 import socket
@@ -28,9 +35,10 @@ import types
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
-    from . import client, lazy_stubs, protocol
+    from . import client, frames, lazy_stubs, protocol
 except ImportError:
     import client  # type: ignore[no-redef]
+    import frames  # type: ignore[no-redef]
     import lazy_stubs  # type: ignore[no-redef]
     import protocol  # type: ignore[no-redef]
 
@@ -40,6 +48,13 @@ _MAX_TRACEBACK = 20000
 _MAX_VALUE = 256 * 1024
 _LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
 _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
+#: While a run's code computes and no caller reads the channel, the reader thread takes it over
+#: after this long (to see an interrupt); shorter runs and calls never wake it.
+_READER_AFTER_S = 0.002
+#: After a run, the reader thread keeps waking on that period this long (so back-to-back runs
+#: need not wake it each), then sleeps until the next run.
+_READER_LINGER_S = 0.05
+assert set(frames.TERMINATIONS) == {"completed", "error", "output_limit"}
 
 
 class _OutputLimit(BaseException):
@@ -228,11 +243,12 @@ class Kernel:
         self.policy = policy
         self.write_lock = threading.Lock()
         self.fd_lock = threading.Lock()
-        self.runs: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.runs: collections.deque[dict[str, Any]] = collections.deque()
         self.running = False
         self.cell_count = 0
         self._loop: Any = None  # an asyncio loop, made (and asyncio imported) on first top-level await
-        self.client = client.ToolClient(self.send)
+        self.reading = _Reading(self)
+        self.client = client.ToolClient(self.send, wait=self.reading.await_reply, on_async=self.reading.want_reader)
         self.read_fds = _capture_fds()
         self.output = _Output(self.read_fds)
         self.final: list[Any] = []
@@ -272,23 +288,20 @@ class Kernel:
         with self.write_lock:
             self.channel.sock.sendall(data)
 
-    def _reader(self) -> None:
-        try:
-            while True:
-                message = self.channel.recv()
-                kind = message["type"]
-                if kind == "result":
-                    self.client.deliver(message)
-                elif kind in ("run", "setup", "reset", "bind"):
-                    self.runs.put(message)
-                elif kind == "interrupt":
-                    if self.running:
-                        os.kill(os.getpid(), signal.SIGINT)
-                elif kind == "shutdown":
-                    break
-        except (protocol.FrameError, OSError):
-            pass
-        os._exit(0)
+    def dispatch(self, message: dict[str, Any]) -> None:
+        """Act on one frame from the host, whichever thread read it."""
+        kind = message["type"]
+        if kind == "result":
+            self.client.deliver(message)
+            self.reading.wake_waiters()
+        elif kind in ("run", "setup", "reset", "bind"):
+            self.runs.append(message)
+            self.reading.wake_waiters()
+        elif kind == "interrupt":
+            if self.running:
+                os.kill(os.getpid(), signal.SIGINT)
+        elif kind == "shutdown":
+            os._exit(0)
 
     def _drainer(self) -> None:
         names = {fd: name for name, fd in self.read_fds.items()}
@@ -410,13 +423,14 @@ class Kernel:
         saved = sys.stdout, sys.stderr
         sys.stdout = _Writer(self.output, "stdout", 1)
         sys.stderr = _Writer(self.output, "stderr", 2)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        self.running = True
+        signal.signal(signal.SIGINT, self.reading.on_sigint)
+        self.reading.run_started()
         try:
             value, exc = self._execute(source, filename)
         finally:
             self.running = False
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.reading.pending_sigint = False
             sys.stdout, sys.stderr = saved
         return self._finish(request, filename, value, exc)
 
@@ -461,11 +475,11 @@ class Kernel:
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        threading.Thread(target=self._reader, name="codeact-reader", daemon=True).start()
+        threading.Thread(target=self.reading.reader, name="codeact-reader", daemon=True).start()
         threading.Thread(target=self._drainer, name="codeact-drainer", daemon=True).start()
         self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
         while True:
-            request = self.runs.get()
+            request = self.reading.next_request()
             kind = request["type"]
             if kind == "setup":
                 self._reply_setup(request)
@@ -512,15 +526,192 @@ class Kernel:
         self.namespace.update(values)
 
     def _reply_control(self, request: dict[str, Any]) -> None:
-        reply = "ready" if request["type"] == "reset" else "bound"
+        reset = request["type"] == "reset"
         try:
-            if reply == "ready":
+            if reset:
                 self.reset()
             else:
                 self.bind(request.get("values"))
-            self.send({"type": reply})
         except Exception as exc:
-            self.send({"type": reply, "error": _safe_text(str, exc, _MAX_MESSAGE)})
+            error = _safe_text(str, exc, _MAX_MESSAGE)
+            self.send({"type": "ready", "error": error} if reset else {"type": "bound", "error": error})
+            return
+        self.send({"type": "ready"} if reset else {"type": "bound"})
+
+
+class _Reading:
+    """Which thread reads the channel now (see the module docstring); all state under ``mu``."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.channel = kernel.channel
+        self.mu = threading.Lock()
+        self.waiters = threading.Condition(self.mu)  # threads waiting for the channel or their result
+        self.idle = threading.Condition(self.mu)  # the reader thread, while it need not read
+        self.owner: int | None = None  # thread ident of the reader of the moment
+        self.owner_yields = False  # the owner gives the channel up when woken (reader thread, ended run)
+        self.nudged = False  # a byte is in the wake pipe
+        self.waiting = 0  # threads in ``waiters``
+        self.released = self.started = time.monotonic()
+        self.reader_timed = False  # the reader thread waits with a timeout (it is notified otherwise)
+        self.wake_r, self.wake_w = os.pipe()
+        self.poll = select.poll()
+        self.poll.register(self.channel.sock.fileno(), select.POLLIN)
+        self.poll.register(self.wake_r, select.POLLIN)
+        self.main = threading.get_ident()
+        #: SIGINT arrived while the main thread was reading a frame: raised once the frame is in.
+        self.defer = False
+        self.pending_sigint = False
+
+    # -- SIGINT on the main thread -------------------------------------------------------------
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if self.defer:
+            self.pending_sigint = True
+            return
+        raise KeyboardInterrupt
+
+    def _blocking(self, fn: Any, *args: Any) -> Any:
+        """Run a blocking wait where an interrupt may land (the main thread's defer lifted)."""
+        if threading.get_ident() != self.main:
+            return fn(*args)
+        self.defer = False
+        try:
+            if self.pending_sigint:
+                self.pending_sigint = False
+                raise KeyboardInterrupt
+            return fn(*args)
+        finally:
+            self.defer = True
+
+    # -- taking and giving back the channel (``mu`` held) -----------------------------------------
+    def _take(self, done: Any, evict: bool) -> bool:
+        """Become the reader, or wait until ``done()``; False when done first. ``evict``: wake
+        whatever thread reads now to give the channel up (else only the reader thread is)."""
+        while not done():
+            if self.owner is None:
+                self.owner = threading.get_ident()
+                self.owner_yields = False
+                return True
+            if (evict or self.owner_yields) and not self.nudged:
+                self.nudged = True
+                os.write(self.wake_w, b"\0")
+            self.waiting += 1
+            try:
+                self._blocking(self.waiters.wait)
+            finally:
+                self.waiting -= 1
+        return False
+
+    def _give_back(self) -> None:
+        self.owner = None
+        self.owner_yields = False
+        self.released = time.monotonic()
+        if self.waiting:
+            self.waiters.notify_all()
+        elif self.kernel.running and self.kernel.client.has_async_waiting():
+            self.idle.notify()
+
+    def wake_waiters(self) -> None:
+        if self.waiting:
+            with self.mu:
+                self.waiters.notify_all()
+
+    def want_reader(self) -> None:
+        """An async call is waiting: the reader thread reads for it unless someone else does."""
+        with self.mu:
+            if self.owner is None:
+                self.idle.notify()
+
+    def run_started(self) -> None:
+        with self.mu:
+            self.kernel.running = True
+            self.released = self.started = time.monotonic()
+            if not self.reader_timed:
+                self.idle.notify()
+
+    # -- reading -----------------------------------------------------------------------------
+    def _pump(self, done: Any) -> None:
+        """Read and act on frames until ``done()``, or until woken to give the channel up while
+        someone waits for it. The caller owns the channel."""
+        chan = self.channel
+        main = threading.get_ident() == self.main
+        try:
+            while not done():
+                if not chan.has_buffered():
+                    ready = self._blocking(self.poll.poll)
+                    if any(fd == self.wake_r for fd, _ in ready):
+                        with self.mu:
+                            os.read(self.wake_r, 64)
+                            self.nudged = False
+                            if self.waiting:
+                                return
+                        continue
+                message = chan.recv()
+                self.kernel.dispatch(message)
+                if main and self.pending_sigint and self.kernel.running:
+                    self.pending_sigint = False
+                    raise KeyboardInterrupt
+        except (protocol.FrameError, OSError):
+            os._exit(0)
+
+    def _read_until(self, done: Any, evict: bool) -> None:
+        main = threading.get_ident() == self.main
+        if main:
+            self.defer = True
+        try:
+            while not done():
+                with self.mu:
+                    if not self._take(done, evict):
+                        break
+                try:
+                    self._pump(done)
+                finally:
+                    with self.mu:
+                        self._give_back()
+        finally:
+            if main:
+                self.defer = False
+        if main and self.pending_sigint and self.kernel.running:
+            self.pending_sigint = False
+            raise KeyboardInterrupt
+
+    def await_reply(self, slot: Any) -> None:
+        """A thread that sent a call: read until its result is in (or another reader hands it over)."""
+        self._read_until(lambda: slot.reply is not None, evict=False)
+
+    def next_request(self) -> dict[str, Any]:
+        """The main thread between runs: the next run or setup request, read by itself."""
+        runs = self.kernel.runs
+        self._read_until(lambda: bool(runs), evict=True)
+        return runs.popleft()
+
+    def reader(self) -> None:
+        """The reader thread: reads while nobody else does and a run needs it (async calls wait,
+        or the code has not called for ``_READER_AFTER_S``); gives the channel up when woken."""
+        kernel = self.kernel
+        while True:
+            with self.mu:
+                while True:
+                    now = time.monotonic()
+                    if self.owner is None and kernel.running and (
+                            kernel.client.has_async_waiting() or now - self.released >= _READER_AFTER_S):
+                        self.owner = threading.get_ident()
+                        self.owner_yields = True
+                        break
+                    timeout = None
+                    if kernel.running:
+                        timeout = max(self.released + _READER_AFTER_S - now, 0.0) if self.owner is None \
+                            else _READER_AFTER_S
+                    elif now - self.started < _READER_LINGER_S:
+                        timeout = _READER_AFTER_S
+                    self.reader_timed = timeout is not None
+                    self.idle.wait(timeout)
+                self.reader_timed = False
+            try:
+                self._pump(lambda: False)
+            finally:
+                with self.mu:
+                    self._give_back()
 
 
 def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
