@@ -50,7 +50,7 @@ def host_inline(host: ToolHost) -> float:
         record, tool, args, _ = front
         store.gate.enter(lambda: None)
         host._run_plain(ledger, record, tool, args, lambda p, i=i: encode({"type": "result", "seq": i, **p}),
-                        _Once())
+                        _Once(), False)
     return (time.process_time() - start) / N * 1e6
 
 

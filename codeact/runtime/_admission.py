@@ -62,6 +62,15 @@ class SessionGate:
             self._running += 1
         start()
 
+    def try_enter(self) -> bool:
+        """Take a slot now if the session has one free and no call is waiting for one; the caller
+        then runs the call itself and must call :meth:`leave` exactly once."""
+        with self._lock:
+            if self._running >= self.limit or self._waiting:
+                return False
+            self._running += 1
+            return True
+
     def leave(self) -> None:
         with self._lock:
             if not self._waiting:

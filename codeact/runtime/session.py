@@ -355,7 +355,7 @@ class Session:
         dispatch = (self._host or self.runtime.host).dispatch
 
         def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
-            return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size)
+            return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size, inline=True)
 
         return on_call
 

@@ -50,8 +50,9 @@ from .toolset import Tool, Toolset
 
 __all__ = ["READ_RESULT", "CallDeadline", "PermissionHook", "ToolHost"]
 
-#: (monotonic deadline, what to do then): a plain call's timeout, enforced by whoever dispatched it.
-CallDeadline = tuple[float, Callable[[], None]]
+#: (monotonic deadline, what to do then, the call to run on the dispatching thread or None): a plain
+#: call's timeout, enforced by whoever dispatched it, and with ``inline``, the call itself.
+CallDeadline = tuple[float, Callable[[], None], Callable[[], None] | None]
 
 #: (tool name, validated arguments) → True to allow, False or a reason string to deny (may be async).
 PermissionHook = Callable[[str, dict[str, Any]], Any]
@@ -59,6 +60,9 @@ PermissionHook = Callable[[str, dict[str, Any]], Any]
 #: The built-in tool that pages through a large result kept on the host.
 READ_RESULT = "read_result"
 _BACKOFF_S = 0.1
+#: A plain call that runs longer than this marks its tool slow: its calls go to the pool rather
+#: than run on the thread that reads the sandbox's frames (see ``dispatch``'s ``inline``).
+INLINE_BUDGET_S = 0.001
 #: An upstream asking to wait longer than this before a retry gets its error passed on instead.
 _MAX_RETRY_WAIT_S = 30.0
 
@@ -129,6 +133,10 @@ class ToolHost:
         self._converters: dict[int, tuple[Any, ArgumentConverter | None]] = {}
         self._checks: dict[int, tuple[ToolSpec, Callable[[dict[str, Any]], bool] | None]] = {}
         self._slots: asyncio.Semaphore | None = None
+        #: Plain tools seen running longer than INLINE_BUDGET_S: their calls go to the pool (until
+        #: one answers within the budget again), and the start of each plain call running inline.
+        self._slow: set[str] = set()
+        self._inline_since: dict[str, float] = {}
 
     @property
     def specs(self) -> list[ToolSpec]:
@@ -146,12 +154,15 @@ class ToolHost:
 
     # -- entry points ------------------------------------------------------------------------
     def dispatch(self, ledger: CallLedger, name: str, arguments: Any,
-                 reply: Callable[[dict[str, Any]], None], size: int | None = None) -> CallDeadline | None:
+                 reply: Callable[[dict[str, Any]], None], size: int | None = None, *,
+                 inline: bool = False) -> CallDeadline | None:
         """Run one call from the sandbox; ``reply`` with the sandbox's payload exactly once.
 
         ``size`` is the call frame's size in bytes (measured here when None). A plain sync tool
-        runs straight on a pool thread; its timeout is then the caller's to enforce: call the
-        returned deadline's callback when it passes (a late answer is dropped).
+        runs straight on a pool thread, or with ``inline`` (when the session has a slot free) is
+        returned for the caller to run on its own thread: no hand-off at all. Its timeout is then
+        the caller's to enforce: call the returned deadline's callback when it passes (a late
+        answer is dropped).
         """
         front = self._front(ledger, name, arguments, size)
         if isinstance(front, _Refusal):
@@ -165,9 +176,12 @@ class ToolHost:
         if self._plain(tool):
             once = _Once()
             gate = ledger.store.gate
+            expires = time.monotonic() + self.timeout_of(tool)
+            if inline and self._fast(tool.name) and gate.try_enter():
+                return expires, functools.partial(self._expire, ledger, record, tool, reply, once, False), \
+                    functools.partial(self._run_plain, ledger, record, tool, args, reply, once, False)
             gate.enter(functools.partial(self._start_plain, ledger, record, tool, args, reply, once))
-            return time.monotonic() + self.timeout_of(tool), functools.partial(
-                self._expire, ledger, record, tool, reply, once)
+            return expires, functools.partial(self._expire, ledger, record, tool, reply, once, True), None
         work = self._back(ledger, record, tool, args)
         try:
             future = self.loop.submit(work)
@@ -282,10 +296,18 @@ class ToolHost:
                 and not policy.rate_limit_per_s and not policy.cacheable and not policy.idempotent
                 and self.max_concurrency >= self.loop.max_workers)
 
+    def _fast(self, name: str) -> bool:
+        """Whether a plain tool's calls are run inline: none was slow lately, and none is running
+        inline for longer than the budget now (that one has kept a thread from reading frames)."""
+        if name in self._slow:
+            return False
+        since = self._inline_since.get(name)
+        return since is None or time.perf_counter() - since < INLINE_BUDGET_S
+
     def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
                      reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
         try:
-            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, tool, args, reply, once))
+            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, tool, args, reply, once, True))
         except RuntimeError:  # the runtime is closing
             if self._closed_call(ledger, record):
                 reply(self._payload(ledger, record))
@@ -293,36 +315,52 @@ class ToolHost:
                 ledger.store.gate.leave()
 
     def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
-                   reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
-        """The fast path, on a pool thread: admit, run, record, reply."""
+                   reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
+        """The fast path, on a pool thread (``pooled``) or the dispatching one: admit, run, record, reply."""
         try:
             if not ledger.begin(record):  # its run ended (or it timed out) while it waited: never run it
                 return
             fn = tool.fn
             assert fn is not None
             if ledger.admit(tool.name, tool.policy.max_calls):
+                started = time.perf_counter()
+                if not pooled:
+                    self._inline_since[tool.name] = started
                 done = self._finish(ledger, record, lambda: (_jsonable(tool.name, _invoke(fn, args)), False))
+                self._timed(tool.name, time.perf_counter() - started, pooled)
             else:
                 done = ledger.finish(record, error=_error(_max_calls_error(tool)))
             if done:
                 reply(self._payload(ledger, record))
         finally:
             if not once.claim():  # it had expired: give back the thread the pool lent meanwhile
-                self.loop.pool.grow(-1)
+                if pooled:
+                    self.loop.pool.grow(-1)
             else:
                 ledger.store.gate.leave()
 
+    def _timed(self, name: str, seconds: float, pooled: bool) -> None:
+        """Note how long a plain call ran: a slow one sends its tool's next calls to the pool, a
+        quick one on the pool brings them back inline."""
+        if not pooled:
+            self._inline_since.pop(name, None)
+        if seconds > INLINE_BUDGET_S:
+            self._slow.add(name)
+        elif pooled:
+            self._slow.discard(name)
+
     def _expire(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
-                reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
+                reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
         error = ToolCallError(code="timeout", message=f"{tool.name!r} did not answer within {self.timeout_of(tool)} s",
                               retryable=True)
         if ledger.finish(record, error=error):
             reply(self._payload(ledger, record))
-        # Still running (hung): free the session's slot and lend the pool a thread meanwhile. A call
-        # still queued keeps its place; it will find its record ended and not run.
+        # Still running (hung): free the session's slot and, on the pool, lend it a thread meanwhile.
+        # A call still queued keeps its place; it will find its record ended and not run.
         if ledger.begun(record) and once.claim():
             ledger.store.gate.leave()
-            self.loop.pool.grow(1)
+            if pooled:
+                self.loop.pool.grow(1)
 
     # -- execute: through the loop --------------------------------------------------------------
     async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:

@@ -6,9 +6,11 @@ message is validated here; anything out of protocol kills the sandbox with a cle
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,10 +25,14 @@ from .inside.protocol import VERSION, FrameError, PeerClosed, bindable, decode_b
 
 __all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
-#: (seq, tool name, arguments, frame size in bytes) → None, or a (monotonic deadline, callback)
-#: the driver calls once the deadline passes (it wakes for it while it waits for frames anyway).
-#: Must not block: answer later with ``driver.reply``.
-CallHandler = Callable[[int, str, Any, int], "tuple[float, Callable[[], None]] | None"]
+#: (seq, tool name, arguments, frame size in bytes) → None (answered, or answered later), or
+#: (monotonic deadline, expire, work): the driver calls ``expire()`` once the deadline passes (it
+#: wakes for it while it waits for frames anyway), and runs ``work()``, when not None, on the thread
+#: that reads frames: a plain call runs there with no hand-off, and when it stays busy longer than
+#: :data:`WATCH_S` another thread takes over the reading. Apart from ``work``, must not block:
+#: answer with ``driver.reply``.
+CallHandler = Callable[[int, str, Any, int],
+                       "tuple[float, Callable[[], None], Callable[[], None] | None] | None"]
 
 
 #: (stream name, text) → None: output of a streaming run, in the order the code wrote it. Must not block.
@@ -69,6 +75,88 @@ class DoneFrame:
             message = {**message, "error": CodeErrorFrame(**error)}
         return cls(**message)
 
+
+#: How often the thread that started a run looks whether the leader reading its frames is still
+#: busy in the call it was in at the last look (then a new leader takes over the reading).
+WATCH_S = 0.005
+#: The longest a leader waits for a frame before it looks whether the run is still its own.
+_LEAD_WAIT_S = 0.5
+#: The leader number of the thread that started the run (it reads until the first call with work).
+_CALLER = 0
+
+
+def _ignored_interrupt() -> RunOutcome:
+    return RunOutcome("timeout", interrupted=True, state_lost=True,
+                      reason="the code ignored the interrupt and was killed")
+
+
+#: What :meth:`KernelDriver._lead` returns when the sandbox closed the channel.
+_DIED = "the sandbox closed the channel"
+#: What :meth:`KernelDriver._frame` returns when reading goes on.
+_GO_ON = "go on"
+
+
+class _Run:
+    """One run's state, shared by the thread that started it and the leader threads that read its
+    frames in turn (``cond`` guards ``leader``, ``outcome``, ``timers`` and ``busy``'s reset)."""
+
+    __slots__ = ("busy", "cond", "deadline", "grace_s", "id", "interrupted", "leader", "max_call_bytes", "on_call",
+                 "outcome", "timers")
+
+    def __init__(self, run_id: str, on_call: CallHandler, deadline: float, grace_s: float,
+                 max_call_bytes: int | None) -> None:
+        self.id = run_id
+        self.on_call = on_call
+        self.deadline = deadline
+        self.grace_s = grace_s
+        self.max_call_bytes = max_call_bytes
+        self.cond = threading.Condition(threading.Lock())
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self.interrupted = False
+        #: Which thread reads the frames: _CALLER, then 1, 2, … as leaders take over; -1 once ended.
+        self.leader = _CALLER
+        #: The call the leader is running now, if any.
+        self.busy: object = None
+        self.outcome: RunOutcome | None = None
+
+
+class _Leaders:
+    """Daemon threads that lead runs (read frames, run plain calls), kept a while for reuse."""
+
+    IDLE_S = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def start(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="codeact-leader", daemon=True).start()
+        inbox.put(fn)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            try:
+                fn = inbox.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if any(q is inbox for q in self._idle):
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed work just now: it is on its way
+            try:
+                fn()
+            except BaseException:  # fn reports its own outcome; the thread serves on
+                pass
+            del fn
+            with self._lock:
+                self._idle.append(inbox)
+
+
+_LEADERS = _Leaders()
 
 #: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
 CONTROL_TIMEOUT_S = 30.0
@@ -187,69 +275,166 @@ class KernelDriver:
         :class:`RefusedArguments`. Nothing the kernel sends makes this raise: a frame the host
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
+
+        This thread reads the kernel's frames until a call comes with work to run on the reading
+        thread (see :data:`CallHandler`); from then on a leader thread reads frames and runs such
+        work, and this thread keeps the run's deadline and hands the reading on to a new leader
+        whenever the current one stays busy in a call (a hung tool never holds the run).
         """
-        run_id = os.urandom(16).hex()
         started = time.monotonic()
         self._on_output = on_output
+        run = _Run(os.urandom(16).hex(), on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
-            outcome = self._run(run_id, code, on_call, started + timeout_s, grace_s, output_cap, output_limit,
-                                max_call_bytes)
-        except (RecursionError, MemoryError) as exc:
-            outcome = self._violation(f"the host could not process a frame ({type(exc).__name__})")
+            self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
+                        "output_limit": output_limit, **self._streaming()})
+        except OSError:
+            outcome: RunOutcome | None = self._died(interrupted=False)
+        else:
+            outcome = self._guarded(run, _CALLER, None)
+            if outcome is None:
+                outcome = self._watch(run)
+        assert outcome is not None
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
-    def _run(self, run_id: str, code: str, on_call: CallHandler, deadline: float, grace_s: float,
-             output_cap: int, output_limit: int, max_call_bytes: int | None) -> RunOutcome:
-        chan = self.sandbox.channel
+    def _guarded(self, run: _Run, me: int, work: Callable[[], None] | None) -> RunOutcome | None:
+        """Lead ``run`` (see :meth:`_lead`); the outcome when this thread ended it, else None."""
         try:
-            self._send({"type": "run", "id": run_id, "code": code, "output_cap": output_cap,
-                        "output_limit": output_limit, **self._streaming()})
-        except OSError:
-            return self._died(interrupted=False)
-        interrupted = False
-        timers: list[tuple[float, int, Callable[[], None]]] = []
+            ended = self._lead(run, me, work)
+        except (RecursionError, MemoryError) as exc:
+            ended = f"the host could not process a frame ({type(exc).__name__})"
+        if ended is None or isinstance(ended, RunOutcome):
+            return ended
+        if me != _CALLER and (run.outcome is not None or run.leader != me):
+            return None  # the run was ended or taken over meanwhile: nothing more to do here
+        return self._died(run.interrupted) if ended is _DIED else self._violation(ended)
+
+    def _follow(self, run: _Run, me: int, work: Callable[[], None] | None) -> None:
+        """A leader thread's part: lead, then publish the outcome if this thread ended the run."""
+        outcome = self._guarded(run, me, work)
+        if outcome is not None:
+            with run.cond:
+                if run.outcome is None:
+                    run.outcome = outcome
+                    run.leader = -1
+                    run.cond.notify_all()
+
+    def _lead(self, run: _Run, me: int, work: Callable[[], None] | None) -> RunOutcome | str | None:
+        """Read and handle frames while ``me`` leads ``run``. Returns the outcome of a ``done``
+        frame, :data:`_DIED`, or a protocol violation's reason when this thread ended the run;
+        None when another thread ended it or took over, or when the caller handed the reading on."""
+        if work is not None and not self._busy(run, me, work):
+            return None
+        timers = run.timers
         while True:
-            now = time.monotonic()
-            while timers and timers[0][0] <= now:
-                heapq.heappop(timers)[2]()
-            remaining = deadline - now
-            if remaining <= 0:
-                if interrupted:
-                    self._kill()
-                    return RunOutcome("timeout", interrupted=True, state_lost=True,
-                                      reason="the code ignored the interrupt and was killed")
-                interrupted = True
-                self._interrupt()
-                deadline = time.monotonic() + grace_s
-                continue
+            with run.cond:
+                if me != _CALLER and (run.outcome is not None or run.leader != me):
+                    return None
+                now = time.monotonic()
+                due = []
+                while timers and timers[0][0] <= now:
+                    due.append(heapq.heappop(timers)[2])
+                wait = min(timers[0][0] - now, _LEAD_WAIT_S) if timers else _LEAD_WAIT_S
+            for expire in due:
+                expire()
+            if me == _CALLER:  # until it hands the reading on, the caller keeps the deadline here
+                remaining = run.deadline - now
+                if remaining <= 0:
+                    if run.interrupted:
+                        self._kill()
+                        return _ignored_interrupt()
+                    run.interrupted = True
+                    self._interrupt()
+                    run.deadline = time.monotonic() + run.grace_s
+                    continue
+                wait = min(wait, remaining) if timers else remaining
             try:
-                wait = min(remaining, timers[0][0] - now) if timers else remaining
-                message = self._recv(run_id, wait, max_call_bytes)
+                message = self._recv(run.id, wait, run.max_call_bytes)
             except TimeoutError:
                 continue
             except PeerClosed:
-                return self._died(interrupted)
+                return _DIED
             except (FrameError, OSError) as exc:
-                return self._violation(f"unreadable frame: {one_line(str(exc), 300)}")
-            kind = message.get("type")
-            if kind == "call":
-                issue = _call_problem(message)
-                if issue is not None:
-                    return self._violation(f"malformed call frame: {issue}")
-                seq = message["seq"]
-                timer = on_call(seq, message["name"], message.get("arguments"), chan.last_size)
-                if timer is not None:
-                    heapq.heappush(timers, (timer[0], seq, timer[1]))
-            elif kind == "done":
-                issue = problem(message, _DONE)
-                if issue is not None:
-                    return self._violation(f"malformed done frame: {one_line(issue, 300)}")
-                if message["id"] != run_id:
-                    return self._violation("a 'done' frame for a run that is not in progress")
-                return RunOutcome(message["termination"], done=DoneFrame.of(message), interrupted=interrupted)
-            else:
-                return self._violation(f"unexpected frame type {str(kind)[:40]!r}")
+                return f"unreadable frame: {one_line(str(exc), 300)}"
+            ended = self._frame(run, me, message)
+            if ended is not _GO_ON:
+                return ended
+
+    def _frame(self, run: _Run, me: int, message: dict[str, Any]) -> RunOutcome | str | None:
+        """Handle one frame of ``run`` (see :meth:`_lead`); :data:`_GO_ON` to read the next."""
+        kind = message.get("type")
+        if kind == "done":
+            issue = problem(message, _DONE)
+            if issue is not None:
+                return f"malformed done frame: {one_line(issue, 300)}"
+            if message["id"] != run.id:
+                return "a 'done' frame for a run that is not in progress"
+            return RunOutcome(message["termination"], done=DoneFrame.of(message), interrupted=run.interrupted)
+        if kind != "call":
+            return f"unexpected frame type {str(kind)[:40]!r}"
+        issue = _call_problem(message)
+        if issue is not None:
+            return f"malformed call frame: {issue}"
+        seq = message["seq"]
+        handled = run.on_call(seq, message["name"], message.get("arguments"), self.sandbox.channel.last_size)
+        if handled is None:
+            return _GO_ON
+        with run.cond:
+            heapq.heappush(run.timers, (handled[0], seq, handled[1]))
+        call = handled[2]
+        if call is None:
+            return _GO_ON
+        if me == _CALLER:  # the first call to run here: a leader takes the reading, the caller the watch
+            run.leader = 1
+            _LEADERS.start(functools.partial(self._follow, run, 1, call))
+            return None
+        return _GO_ON if self._busy(run, me, call) else None
+
+    @staticmethod
+    def _busy(run: _Run, me: int, call: Callable[[], None]) -> bool:
+        """Run ``call`` on this leader thread; whether this thread still leads afterwards (the watch
+        hands the reading on to a new leader when a call keeps it busy)."""
+        run.busy = call
+        try:
+            call()
+        finally:
+            with run.cond:
+                still = run.leader == me
+                if still:
+                    run.busy = None
+        return still
+
+    def _watch(self, run: _Run) -> RunOutcome:
+        """The caller's part once a leader reads: keep the deadline (interrupt, then kill after the
+        grace), and start a new leader when the current one was busy in the same call at two checks
+        in a row (a call busy longer than :data:`WATCH_S` to 2× that)."""
+        seen: object = None
+        while True:
+            with run.cond:
+                if run.outcome is not None:
+                    return run.outcome
+                now = time.monotonic()
+                expired = now >= run.deadline
+                killed = None
+                if expired and run.interrupted:
+                    killed = run.outcome = _ignored_interrupt()
+                    run.leader = -1
+                elif expired:
+                    run.interrupted = True
+                    run.deadline = now + run.grace_s
+                elif run.busy is not None and run.busy is seen:
+                    run.leader += 1
+                    run.busy = seen = None
+                    _LEADERS.start(functools.partial(self._follow, run, run.leader, None))
+                    continue
+                else:
+                    seen = run.busy
+                    run.cond.wait(min(WATCH_S, run.deadline - now))
+                    continue
+            if killed is not None:
+                self._kill()
+                return killed
+            self._interrupt()  # expired: the grace starts
 
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}

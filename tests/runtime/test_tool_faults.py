@@ -112,6 +112,46 @@ def test_every_tool_has_a_timeout_by_default() -> None:
         release.set()
 
 
+def test_a_hung_plain_tool_run_inline_does_not_hold_other_calls() -> None:
+    """A plain tool's first call runs on the thread that reads the sandbox's frames; when it hangs,
+    another thread takes over the reading: other calls are answered meanwhile and its timeout fires."""
+    release = threading.Event()
+
+    @tool(timeout_s=1.5)
+    def hang() -> None:
+        """Hangs until released."""
+        release.wait(30)
+
+    @tool
+    def quick(x: int) -> int:
+        """Answers.
+
+        Args:
+            x: a number.
+        """
+        return x
+
+    code = ("import asyncio, time\n"
+            "h = asyncio.ensure_future(aio.hang())\n"
+            "await asyncio.sleep(0.1)\n"
+            "t = time.monotonic()\n"
+            "got = [quick(x=i) for i in range(20)]\n"
+            "took = time.monotonic() - t\n"
+            "try:\n    await h\nexcept ToolError as e:\n    err = e.code\n"
+            "[got == list(range(20)), took, err]")
+    try:
+        with Runtime([hang, quick], LOCAL) as rt, rt.session() as s:
+            result = s.run(code)
+            assert result.ok, result
+            same, took, err = result.value
+            assert same and err == "timeout"
+            assert took < 1.0, took  # answered while hang() still held its thread
+            assert result.calls[0].name == "hang" and not result.calls[0].ok
+            assert s.run("quick(x=7)").value == 7
+    finally:
+        release.set()
+
+
 def test_a_queued_call_of_an_ended_run_never_runs() -> None:
     started: list[int] = []
     release = threading.Event()
