@@ -134,6 +134,8 @@ class LocalSandbox:
             raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
         finally:
             log.close()
+        # Alike by design (DockerSandbox.start): accept the kernel's connection, undo this backend's
+        # start on failure, close the listener either way; what "undo" means differs per backend.
         try:
             self._channel = listener.accept(30.0, self.config.max_frame_bytes)
         except SandboxUnavailable:

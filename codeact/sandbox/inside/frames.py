@@ -19,6 +19,8 @@ from typing import Any
 __all__ = ["CODE_ERROR", "FRAMES", "FROM_HOST", "FROM_KERNEL", "TERMINATIONS", "Field", "problem"]
 
 
+# Alike by design (any __init__ that stores its keyword arguments, e.g. ToolHost's): a plain slotted
+# class, not a dataclass, because importing dataclasses (and inspect) would slow every kernel start.
 class Field:
     """One key of a frame: its kind, whether it must be present, and its bounds."""
 
