@@ -215,7 +215,7 @@ def test_in_sandbox_files_import_only_the_standard_library(rel: str) -> None:
 
 
 def test_in_sandbox_list_matches_what_the_image_ships() -> None:
-    from codeact.sandbox._kernel_files import KERNEL_FILES
+    from codeact.sandbox.kernel_files import KERNEL_FILES
 
     assert set(IN_SANDBOX) == set(KERNEL_FILES)
 

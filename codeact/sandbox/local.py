@@ -23,9 +23,9 @@ from pathlib import Path
 from ..errors import SandboxUnavailable
 from . import _bwrap
 from ._channel import ChannelListener
-from ._kernel_files import materialize
 from .base import ExitStatus, SandboxConfig
 from .inside.protocol import FrameSocket
+from .kernel_files import materialize
 
 __all__ = ["LocalSandbox", "isolation_report"]
 
