@@ -8,11 +8,12 @@ import secrets
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset, render_stubs
-from codeact.errors import ToolDefinitionError
+from codeact.errors import ToolArgumentsError, ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.sources.http import HttpAuth
 from codeact.runtime.sources.openapi import openapi_endpoints
@@ -129,3 +130,35 @@ def test_non_json_bodies_and_composed_bodies() -> None:
     with pytest.raises(ToolDefinitionError, match="no JSON request body"):
         openapi_endpoints(doc, operations=["upload"], base_url="http://127.0.0.1:1")
     json.dumps([e.spec().input_schema for e in endpoints.values()])
+
+
+def test_nullable_accepts_null_beside_any_schema() -> None:
+    """OpenAPI 3.0's ``nullable: true`` becomes "or null" whatever the schema is made of."""
+    user = {"type": "object", "properties": {"login": {"type": "string"}}}
+    fields: dict[str, Any] = {
+        "plain": {"type": "string", "nullable": True},
+        "listed": {"type": "string", "enum": ["a", "b"], "nullable": True},
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}], "nullable": True, "description": "Either."},
+        "any": {"anyOf": [{"type": "string"}, {"type": "integer"}], "nullable": True},
+        "all": {"allOf": [{"$ref": "#/components/schemas/user"}], "nullable": True},
+        "ref": {"$ref": "#/components/schemas/user", "nullable": True},
+        "strict": {"type": "string"},
+    }
+    doc = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "components": {"schemas": {"user": user}},
+           "paths": {"/x": {"post": {"operationId": "x", "requestBody": {"content": {"application/json": {
+               "schema": {"type": "object", "properties": fields}}}}, "responses": {}}}}}
+    (endpoint,) = openapi_endpoints(doc, base_url="http://127.0.0.1:1")
+    spec = endpoint.spec()
+    props = spec.input_schema["properties"]
+    assert props["plain"] == {"type": ["string", "null"]}
+    assert props["listed"] == {"type": ["string", "null"], "enum": ["a", "b", None]}
+    assert props["either"] == {"anyOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "null"}],
+                               "description": "Either."}
+    assert props["ref"] == {"anyOf": [{"$ref": "#/$defs/user"}, {"type": "null"}]}
+    for name in fields:
+        if name != "strict":
+            assert spec.validate_arguments({name: None}) == {name: None}
+    assert spec.validate_arguments({"either": 3, "listed": "a", "all": {"login": "o"}})
+    for wrong in ({"either": 1.5}, {"listed": "c"}, {"ref": 3}, {"strict": None}):
+        with pytest.raises(ToolArgumentsError):
+            spec.validate_arguments(wrong)

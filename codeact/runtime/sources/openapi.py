@@ -5,7 +5,8 @@
   JSON request body: a plain object body's properties become arguments of their own, any other
   body is one ``body`` argument; cookie parameters are not supported and left out;
 * ``$ref``s are resolved; component schemas go into the tool schema's ``$defs`` (so the stubs get
-  named ``TypedDict``s, and recursive schemas work); OpenAPI 3.0's ``nullable`` and boolean
+  named ``TypedDict``s, and recursive schemas work); OpenAPI 3.0's ``nullable`` (beside a ``type``,
+  an ``enum``, ``oneOf``/``anyOf``/``allOf`` or a ``$ref``: see ``_with_null``) and boolean
   ``exclusiveMinimum``/``exclusiveMaximum`` become their JSON Schema forms;
 * the first 2xx JSON response schema is the tool's output schema (its stub's return type);
 * each tool's group (for the index a large toolset's prompt shows) is its first tag, else its
@@ -169,6 +170,34 @@ def _group(op: dict[str, Any], name: str, path: str) -> str | None:
     return first or None
 
 
+#: Keywords that constrain a value apart from ``type``: with them, "or null" needs a wrapper.
+_COMBINED = ("$ref", "allOf", "anyOf", "oneOf", "not", "const")
+#: Keywords that describe a schema and stay on the outside of that wrapper (the stub's docs).
+_ANNOTATIONS = frozenset({"title", "description", "default", "example", "examples", "deprecated", "readOnly",
+                          "writeOnly", "externalDocs"})
+
+
+def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI 3.0's ``nullable: true`` in JSON Schema: the schema accepts ``null`` too.
+
+    A plain typed schema gets ``"null"`` in its ``type`` (and ``None`` in its ``enum``: GitHub, for
+    one, documents enums such as ``state_reason`` as nullable without listing null); a schema with
+    ``oneOf``/``anyOf``/``allOf``/``$ref``/``not``/``const`` becomes ``{"anyOf": [schema, {"type":
+    "null"}]}``, its title, description and default kept outside."""
+    if not any(k in schema for k in _COMBINED):
+        kind = schema.get("type")
+        if isinstance(kind, str) and kind != "null":
+            schema["type"] = [kind, "null"]
+        elif isinstance(kind, list) and "null" not in kind:
+            schema["type"] = [*kind, "null"]
+        enum = schema.get("enum")
+        if isinstance(enum, list) and None not in enum:
+            schema["enum"] = [*enum, None]
+        return schema
+    inner = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+    return {"anyOf": [inner, {"type": "null"}], **{k: v for k, v in schema.items() if k in _ANNOTATIONS}}
+
+
 class _Converter:
     """A document's schemas as JSON Schema. Component schemas are converted once and shared: each
     tool's ``$defs`` holds (the same objects of) those it uses, directly or through others."""
@@ -235,11 +264,14 @@ class _Converter:
                     self._used.append(set())
                     self.components[key] = self.schema(self.resolve({"$ref": ref}))
                     self._refs_of[key] = self._used.pop()
-                return {"$ref": "#/$defs/" + ref[len(prefix):]}
-            return self.schema(self.resolve(node))
+                target: Any = {"$ref": "#/$defs/" + ref[len(prefix):]}
+            else:
+                target = self.schema(self.resolve(node))
+            # 3.0 says a $ref's siblings are ignored; a nullable one still means "or null" to its author
+            return _with_null(dict(target)) if node.get("nullable") is True and isinstance(target, dict) else target
         out = {k: self.schema(v) for k, v in node.items()}
-        if out.pop("nullable", False) is True and isinstance(out.get("type"), str):
-            out["type"] = [out["type"], "null"]
+        if out.pop("nullable", False) is True:
+            out = _with_null(out)
         for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(bound), bool):
                 if out.pop(bound) and limit in out:
