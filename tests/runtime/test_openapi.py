@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import secrets
 import textwrap
 from collections.abc import Iterator
@@ -162,3 +163,28 @@ def test_nullable_accepts_null_beside_any_schema() -> None:
     for wrong in ({"either": 1.5}, {"listed": "c"}, {"ref": 3}, {"strict": None}):
         with pytest.raises(ToolArgumentsError):
             spec.validate_arguments(wrong)
+
+
+def test_operations_left_out_are_listed_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    doc = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {
+        "/markdown/raw": {"post": {"operationId": "markdown/render-raw", "requestBody": {"content": {
+            "text/plain": {"schema": {"type": "string"}}}}, "responses": {}}},
+        "/assets": {"post": {"operationId": "upload_asset", "requestBody": {"content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "responses": {}}},
+        "/notes": {"post": {"operationId": "add_note", "requestBody": {"content": {"application/json": {
+            "schema": {"type": "object", "properties": {"text": {"type": "string"}}}}}}, "responses": {}}},
+    }}
+    with caplog.at_level(logging.WARNING, logger="codeact.runtime.sources.openapi"):
+        tools = Toolset.from_openapi(doc, base_url="http://127.0.0.1:1")
+    assert tools.names == ["add_note"]
+    assert tools.skipped == [("markdown/render-raw", "takes no JSON request body (text/plain)"),
+                             ("upload_asset", "takes no JSON request body (application/octet-stream)")]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("left out 2 of 3 OpenAPI operations (see Toolset.skipped): markdown/render-raw: ")
+    assert Toolset([tools, Toolset()]).skipped == tools.skipped  # a toolset of toolsets lists theirs
+    skipped: list[tuple[str, str]] = []
+    assert [e.name for e in openapi_endpoints(doc, base_url="http://127.0.0.1:1", skipped=skipped)] == ["add_note"]
+    assert [name for name, _ in skipped] == ["markdown/render-raw", "upload_asset"]
+    caplog.clear()
+    assert Toolset.from_openapi(doc, operations=["add_note"], base_url="http://127.0.0.1:1").skipped == []
+    assert not caplog.records  # nothing left out of what was asked for: nothing said
