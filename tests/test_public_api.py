@@ -32,8 +32,10 @@ def test_errors_subclass_the_nearest_builtin() -> None:
 
 
 def test_optional_extras_are_not_imported() -> None:
+    # rich draws progress bars only (``Bar`` loads it); httpx runs HTTP tools only (the first
+    # ``HttpClient`` loads it), and its CLI pulls in rich, click and pygments when installed.
     code = ("import sys, codeact\n"
-            "bad = [m for m in ('ray', 'matplotlib', 'smolagents', 'ipykernel') if m in sys.modules]\n"
+            "bad = [m for m in ('ray', 'matplotlib', 'smolagents', 'ipykernel', 'rich', 'httpx') if m in sys.modules]\n"
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
