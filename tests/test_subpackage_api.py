@@ -25,7 +25,7 @@ PINNED = {
         "make_model",
     ],
     "codeact.agent.models": [
-        "AnthropicClient", "HTTPOptions", "ModelClient", "OpenAIChatClient", "OpenAIClient", "ScriptedModel",
+        "AnthropicClient", "HTTPOptions", "ModelClient", "OpenAIClient", "ScriptedModel",
         "ScriptedRequest", "ToolChoice", "ToolDef", "load_script", "make_model",
     ],
     "codeact.evals": [
