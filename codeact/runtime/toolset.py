@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import httpx
-
 from codeact.errors import ToolDefinitionError
 from codeact.tool_stubs import ToolSpec, python_names, render_stubs
 from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
@@ -24,10 +22,11 @@ from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 from ._http_client import HttpClient
 from ._tool import PermissionRule, Tool, ToolPolicy, tool
 from .sources.http import HttpAuth, HttpEndpoint, http_tools
-from .sources.openapi import openapi_tools
 from .sources.python import module_tools
 
 if TYPE_CHECKING:
+    import httpx
+
     from .sources.mcp import MCPServerRef, MCPTools
 
 __all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
@@ -189,6 +188,8 @@ class Toolset:
         picks some (operationIds or ``"GET /path"``). Operations that cannot be called with JSON
         arguments (a non-JSON request body) are left out and listed in :attr:`skipped`. See
         ``runtime.sources.openapi``."""
+        from .sources.openapi import openapi_tools  # it imports httpx: loaded on use, not with codeact
+
         skipped: list[tuple[str, str]] = []
         made = cls(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s,
                                  skipped=skipped))

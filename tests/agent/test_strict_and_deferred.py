@@ -11,7 +11,7 @@ from openai.lib._pydantic import _ensure_strict_json_schema
 from openai.types.chat import ChatCompletionFunctionTool
 
 from codeact import FunctionCallingAgent, Runtime, SandboxConfig, Toolset, ToolSpec, tool
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 from codeact.tool_stubs.strict import NotStrict, drop_omitted_nulls, strict_schema
 from tests.agent.test_code_agent import client_for
 from tests.servers.big_openapi import big_document
