@@ -22,9 +22,14 @@ search is the host's built-in (recorded like any call); the model gets each hit 
 description}`` in its wire names.
 
 Strict mode (constrained decoding): with ``strict=True`` (the default for clients that declare
-``supports_strict_tools``, e.g. OpenAI's) each definition is sent in the provider's strict subset
-with its ``strict`` flag (a tool whose schema has none is sent as it is); the nulls that stand for
-omitted optional arguments are removed before validation, so records show what the model meant.
+``supports_strict_tools``: OpenAI's, and Anthropic's for the models that have it) each definition is
+sent in the provider's strict subset (the client's ``strict_tools``:
+:class:`~codeact.agent.models.base.StrictTools`) with its ``strict`` flag. A tool whose schema has no
+strict form, or that would pass the provider's per-request limits (Anthropic: 20 strict tools, 24
+optional and 16 union-typed parameters), is sent as it is, without the flag; the tools are taken in
+the order sent (under deferred loading: ``search_tools``, then the tools in the order found). The
+nulls that stand for omitted optional arguments are removed before validation, so records show what
+the model meant.
 """
 
 from __future__ import annotations
@@ -45,11 +50,12 @@ from ..runtime.toolhost import READ_RESULT
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec
+from ..tool_stubs.strict import strict_counts
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
 from ._run_events import turn_events
 from .episode import Budget
 from .messages import Message, ModelResponse, ToolResult
-from .models.base import ModelClient, ToolChoice
+from .models.base import ModelClient, StrictTools, ToolChoice
 from .prompts import JSON_SYSTEM_PROMPT
 
 __all__ = ["DEFERRED_NOTE", "WIRE_NAME", "FunctionCallingAgent", "wire_names"]
@@ -118,6 +124,8 @@ class FunctionCallingAgent(AgentBase):
                          max_observation_chars=max_observation_chars, max_output_tokens=max_output_tokens)
         self.tool_choice = tool_choice
         self.strict = bool(getattr(model, "supports_strict_tools", False)) if strict is None else strict
+        rules = getattr(model, "strict_tools", None)
+        self._rules = rules if isinstance(rules, StrictTools) else StrictTools()
         self.deferred = deferred
 
     def _is_deferred(self, runtime: Runtime) -> bool:
@@ -135,20 +143,28 @@ class FunctionCallingAgent(AgentBase):
         """The definitions sent: all tools, or (deferred) search_tools and the tools found so far."""
         wire = wire_names(runtime.toolset) if wire is None else wire
         if not self._is_deferred(runtime):
-            defs = [self._definition(s, wire[s.name]) for s in runtime.toolset.specs]
+            tools = [(s, wire[s.name]) for s in runtime.toolset.specs]
         else:
-            search = runtime.host.builtins[SEARCH_TOOLS].spec
-            defs = [self._definition(search, SEARCH_TOOLS),
-                    *(self._definition(runtime.toolset[n].spec, wire[n]) for n in loaded or ())]
+            tools = [(runtime.host.builtins[SEARCH_TOOLS].spec, SEARCH_TOOLS),
+                     *((runtime.toolset[n].spec, wire[n]) for n in loaded or ())]
         if READ_RESULT not in runtime.toolset:  # pages through cut results, as code mode can
-            defs.append(self._definition(runtime.host.builtins[READ_RESULT].spec, READ_RESULT))
-        return defs
+            tools.append((runtime.host.builtins[READ_RESULT].spec, READ_RESULT))
+        return self._definitions(tools)
 
-    def _definition(self, spec: ToolSpec, wire_name: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": wire_name, "description": spec.description, "input_schema": spec.input_schema}
-        if self.strict and (converted := spec.strict_input_schema()) is not None:
-            out["input_schema"], out["strict"] = converted, True
-        return out
+    def _definitions(self, tools: Sequence[tuple[ToolSpec, str]]) -> list[dict[str, Any]]:
+        """Neutral definitions; under strict mode, strict while the provider's limits allow."""
+        rules, used = self._rules, (0, 0, 0)  # strict tools, optional and union-typed parameters so far
+        defs = []
+        for spec, wire_name in tools:
+            out: dict[str, Any] = {"name": wire_name, "description": spec.description,
+                                   "input_schema": spec.input_schema}
+            if self.strict and (converted := spec.strict_input_schema(rules.optional)) is not None:
+                optional, unions = strict_counts(converted)
+                total = (used[0] + 1, used[1] + optional, used[2] + unions)
+                if rules.admits(*total):
+                    out["input_schema"], out["strict"], used = converted, True, total
+            defs.append(out)
+        return defs
 
     def _config(self, runtime: Runtime) -> dict[str, Any]:
         return {**super()._config(runtime), "tool_choice": self.tool_choice, "strict": self.strict,

@@ -90,3 +90,18 @@ def test_a_long_named_tool_found_by_search_runs_under_its_real_name() -> None:
         assert episode.status == "answered" and calls == [{"visibility": "private"}]
         assert [r.name for r in episode.records] == ["search_tools", LONG]  # the record has the real name
         assert episode.records[1].ok and episode.records[1].result == ["pkg-a"]
+
+
+def test_the_fake_server_rejects_what_the_vendors_reject() -> None:
+    from codeact.agent.messages import Message
+    from codeact.errors import ModelError
+
+    schema = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    cases = {
+        "openai": [{"name": "x" * 65, "input_schema": schema}],
+        "anthropic": [{"name": f"t{i}", "input_schema": schema, "strict": True} for i in range(21)],
+    }
+    for vendor, tools in cases.items():
+        with FakeModelServer(["unused"]) as server:
+            with pytest.raises(ModelError, match=r"pattern|too many strict tools"):
+                client_for(server, vendor).complete([Message.user("Hi")], tools=tools)
