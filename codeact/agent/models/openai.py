@@ -20,6 +20,7 @@ from codeact.agent.models._http import HTTPOptions, SSEEvent
 from codeact.agent.models.base import (
     HTTPModelClient,
     StreamAccumulator,
+    StrictTools,
     ToolChoice,
     ToolDef,
     choice_name,
@@ -199,8 +200,10 @@ class OpenAIClient(HTTPModelClient):
     api.openai.com (newer models reject ``max_tokens``), ``"max_tokens"`` for other servers.
     """
 
-    #: The endpoint decodes ``strict`` function definitions under their schema (constrained decoding).
+    #: The endpoint decodes ``strict`` function definitions under their schema (constrained decoding):
+    #: every property required, an optional one nullable.
     supports_strict_tools = True
+    strict_tools = StrictTools(optional="nullable")
 
     provider = "openai"
 
