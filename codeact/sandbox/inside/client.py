@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # asyncio and concurrent.futures cost tens of ms to import: a
     import asyncio
 
 
+# Alike by design (codeact.errors.ToolError): the sandbox cannot import the host's package, so the
+# class is mirrored here; tests/sandbox/test_tool_error_parity.py pins that the two agree.
 class ToolError(Exception):
     """A tool call failed on the host. ``code`` says why; ``retryable`` says if retrying may help.
 
