@@ -127,7 +127,7 @@ def parse_message(
                 text = value if isinstance(value, str) else json.dumps(value)
                 calls.append(ToolCall.from_raw(call_id, name, text))
     raw_reason = str(data.get("stop_reason") or "")
-    # Alike by design (openai._parse_completion's end): each vendor fills the same neutral fields.
+    # Alike by design (the end of openai.parse_completion): each vendor fills the same neutral fields.
     return ModelResponse(
         text="".join(texts),
         tool_calls=calls,
