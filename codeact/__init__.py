@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._deprecated import deprecated_alias
 from .errors import (
     CodeActError,
-    CodeactError,
     ModelError,
     ProtocolViolation,
     RestoreDiverged,
@@ -48,6 +48,7 @@ from .tool_stubs import ToolSpec, render_stubs
 
 if TYPE_CHECKING:
     from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
+    from .errors import CodeactError as CodeactError  # deprecated: warns at run time
 
 __version__ = "0.1.0"
 
@@ -59,8 +60,8 @@ _LAZY = dict.fromkeys(
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'codeact' has no attribute {name!r}")
+    if module is None:  # deprecated names: a DeprecationWarning naming the new one (or AttributeError)
+        return deprecated_alias(__name__, name, {"CodeactError": ("codeact.CodeActError", CodeActError)})
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -76,7 +77,6 @@ __all__ = [
     "CodeActAgent",
     "CodeActError",
     "CodeError",
-    "CodeactError",
     "Episode",
     "ExecutionResult",
     "FileInfo",

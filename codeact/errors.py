@@ -22,12 +22,13 @@ An exception raised by the model's code is *data* in an ``ExecutionResult``, nev
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._deprecated import deprecated_alias
 
 __all__ = [
     "RETRYABLE_CODES",
     "CodeActError",
-    "CodeactError",
     "ErrorCode",
     "ModelError",
     "ProtocolViolation",
@@ -121,8 +122,12 @@ class RuntimeClosed(SessionClosed):
     """A runtime was used after it was closed (a ``SessionClosed``, so old handlers still catch it)."""
 
 
-#: Deprecated spelling of :class:`CodeActError` (one spelling of the name: CodeAct).
-CodeactError = CodeActError
+if TYPE_CHECKING:
+    #: Deprecated spelling of :class:`CodeActError` (one spelling of the name: CodeAct).
+    CodeactError = CodeActError
+else:
+    def __getattr__(name: str) -> Any:
+        return deprecated_alias(__name__, name, {"CodeactError": ("codeact.CodeActError", CodeActError)})
 
 
 class SnapshotError(CodeActError):

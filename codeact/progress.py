@@ -8,18 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+if TYPE_CHECKING:  # rich costs ~30 ms to import: loaded by the first Bar, not by ``import codeact``
+    from rich.progress import TaskID
 
 __all__ = ["Bar", "ModeRates"]
 
@@ -48,6 +40,17 @@ class Bar:
         self.enabled = enabled
         self.failed = failed
         self._lock = threading.Lock()
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),

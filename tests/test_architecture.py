@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "codeact"
 
 FLOORS: dict[str, int] = {
-    "errors": 0, "results": 0, "_text": 0, "_paths": 0, "progress": 0,
+    "errors": 0, "results": 0, "_text": 0, "_paths": 0, "_deprecated": 0, "progress": 0,
     "tool_stubs": 1,
     "sandbox": 2, "image": 2,
     "runtime": 3,
@@ -215,7 +215,7 @@ def test_in_sandbox_files_import_only_the_standard_library(rel: str) -> None:
 
 
 def test_in_sandbox_list_matches_what_the_image_ships() -> None:
-    from codeact.sandbox._kernel_files import KERNEL_FILES
+    from codeact.sandbox.kernel_files import KERNEL_FILES
 
     assert set(IN_SANDBOX) == set(KERNEL_FILES)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+
+import pytest
 
 import codeact
 
 PUBLIC = [
-    "Budget", "CodeActAgent", "CodeError", "CodeActError", "CodeactError", "Episode", "ExecutionResult", "FileInfo",
+    "Budget", "CodeActAgent", "CodeError", "CodeActError", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
     "RestoreDiverged", "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session",
     "SessionClosed", "Snapshot", "SnapshotError", "SnapshotInvalid", "Tool",
@@ -32,8 +35,10 @@ def test_errors_subclass_the_nearest_builtin() -> None:
 
 
 def test_optional_extras_are_not_imported() -> None:
+    # rich draws progress bars only (``Bar`` loads it); httpx runs HTTP tools only (the first
+    # ``HttpClient`` loads it), and its CLI pulls in rich, click and pygments when installed.
     code = ("import sys, codeact\n"
-            "bad = [m for m in ('ray', 'matplotlib', 'smolagents', 'ipykernel') if m in sys.modules]\n"
+            "bad = [m for m in ('ray', 'matplotlib', 'smolagents', 'ipykernel', 'rich', 'httpx') if m in sys.modules]\n"
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -49,12 +54,35 @@ def test_import_codeact_does_not_load_the_agent_layer() -> None:
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
 
 
-def test_one_spelling_with_deprecated_aliases() -> None:
-    from codeact.agent.mcp_server import CodeActMCP, CodeactMCP
-    from codeact.agent.models import OpenAIChatClient, OpenAIClient
+#: Each deprecated name: where it is looked up, the name, and where the new one lives (module, name).
+DEPRECATED = [
+    ("codeact", "CodeactError", "codeact", "CodeActError"),
+    ("codeact.errors", "CodeactError", "codeact.errors", "CodeActError"),
+    ("codeact.agent.mcp_server", "CodeactMCP", "codeact.agent.mcp_server", "CodeActMCP"),
+    ("codeact.agent.models", "OpenAIChatClient", "codeact.agent.models", "OpenAIClient"),
+    ("codeact.agent.models.openai", "OpenAIChatClient", "codeact.agent.models.openai", "OpenAIClient"),
+    ("codeact.agent.fake_server", "FakeModelServer", "codeact.testing.fake_server", "FakeModelServer"),
+    ("codeact.agent.fake_server", "RecordedRequest", "codeact.testing.fake_server", "RecordedRequest"),
+    ("codeact.agent.fake_server", "main", "codeact.testing.fake_server", "main"),
+]
 
-    assert codeact.CodeactError is codeact.CodeActError
-    assert CodeactMCP is CodeActMCP and OpenAIChatClient is OpenAIClient
+
+@pytest.mark.parametrize(("home", "old", "new_home", "new"), DEPRECATED, ids=[f"{d[0]}.{d[1]}" for d in DEPRECATED])
+def test_deprecated_aliases_warn_and_return_the_new_object(home: str, old: str, new_home: str, new: str) -> None:
+    module = importlib.import_module(home)
+    with pytest.warns(DeprecationWarning, match=rf"{home}\.{old} is deprecated; use .*\b{new}\b") as caught:
+        value = getattr(module, old)
+    assert value is getattr(importlib.import_module(new_home), new)
+    assert caught[0].filename == __file__  # points at the line that used the old name
+    assert old not in getattr(module, "__all__", ()) and old not in vars(module)  # looked up, warned each time
+    with pytest.raises(AttributeError):
+        getattr(module, old + "_no_such_name")
+
+
+def test_from_import_of_a_deprecated_name_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="use codeact.CodeActError"):
+        from codeact import CodeactError
+    assert CodeactError is codeact.CodeActError
 
 
 def test_a_closed_runtime_says_runtime() -> None:

@@ -10,8 +10,10 @@ error so the model can retry. A reply without tool calls is the final answer.
 
 ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``, or ``{"name": tool}``) applies to the first
 model call; later calls use ``"auto"`` (``"none"`` stays), since forcing a call on every turn
-would leave the model no way to answer. Tool names the vendors reject (e.g. ``math.factorial``)
-are sent as their Python identifier and mapped back.
+would leave the model no way to answer. Tool names the vendors reject (both take
+``^[A-Za-z0-9_-]{1,64}$``: ``math.factorial``, GitHub's 74-character operations) are sent as their Python
+identifier, shortened with a hash when still too long (:func:`wire_names`), and mapped back: the
+host runs, and the records name, the real tool.
 
 Large toolsets (deferred loading): when the runtime's tools do not fit its prompt budget (or with
 ``deferred=True``), the first request offers only ``search_tools``; the tools a search finds are
@@ -20,14 +22,20 @@ search is the host's built-in (recorded like any call); the model gets each hit 
 description}`` in its wire names.
 
 Strict mode (constrained decoding): with ``strict=True`` (the default for clients that declare
-``supports_strict_tools``, e.g. OpenAI's) each definition is sent in the provider's strict subset
-with its ``strict`` flag (a tool whose schema has none is sent as it is); the nulls that stand for
-omitted optional arguments are removed before validation, so records show what the model meant.
+``supports_strict_tools``: OpenAI's, and Anthropic's for the models that have it) each definition is
+sent in the provider's strict subset (the client's ``strict_tools``:
+:class:`~codeact.agent.models.base.StrictTools`) with its ``strict`` flag. A tool whose schema has no
+strict form, or that would pass the provider's per-request limits (Anthropic: 20 strict tools, 24
+optional and 16 union-typed parameters), is sent as it is, without the flag; the tools are taken in
+the order sent (under deferred loading: ``search_tools``, then the tools in the order found). The
+nulls that stand for omitted optional arguments are removed before validation, so records show what
+the model meant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -42,27 +50,55 @@ from ..runtime.toolhost import READ_RESULT
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec
+from ..tool_stubs.strict import strict_counts
 from ._loop_common import AgentBase, EpisodeState, EventHook, error_result, reply_note
 from ._run_events import turn_events
 from .episode import Budget
 from .messages import Message, ModelResponse, ToolResult
-from .models.base import ModelClient, ToolChoice
+from .models.base import ModelClient, StrictTools, ToolChoice
 from .prompts import JSON_SYSTEM_PROMPT
 
-__all__ = ["DEFERRED_NOTE", "FunctionCallingAgent", "wire_names"]
+__all__ = ["DEFERRED_NOTE", "WIRE_NAME", "FunctionCallingAgent", "wire_names"]
 
 DEFERRED_NOTE = """
 
 There are {count} tools, too many to list. Only search_tools is loaded at first: call it with a few
 words of what you need; the tools it finds can be called from your next reply on."""
 
-_WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: What both vendors accept as a tool name (OpenAI function names; Anthropic's ``tools[].name`` and the
+#: ``tool_reference`` names of its tool search).
+WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_HASHED = 55  # characters kept before "_" and 8 hex digits of the name's SHA-1: 64 in all
 
 
 def wire_names(toolset: Toolset) -> dict[str, str]:
-    """Tool name → the name sent to the model (itself when both vendors accept it)."""
+    """Tool name → the name sent to the model: unique, and each matching :data:`WIRE_NAME`.
+
+    A name the vendors accept is sent as it is; another goes as its Python identifier, and one still
+    too long, or taken, as its first 55 characters, ``_`` and 8 hex digits of the SHA-1 of the tool's
+    name (stable across runs). The built-ins the agent may add (``search_tools``, ``read_result``)
+    keep their names. Map the model's calls back with the inverse of this mapping.
+    """
+    out: dict[str, str] = {}
+    taken = {SEARCH_TOOLS, READ_RESULT}
+    later = []
+    for name in toolset.names:  # names both vendors accept first: they are what the model reads best
+        if WIRE_NAME.fullmatch(name):
+            out[name] = name
+            taken.add(name)
+        else:
+            later.append(name)
     identifiers = toolset.python_names
-    return {name: name if _WIRE_NAME.fullmatch(name) else identifiers[name] for name in toolset.names}
+    for name in later:
+        wire = identifiers[name]
+        salt = 0
+        while not WIRE_NAME.fullmatch(wire) or wire in taken:  # a second round only on a hash collision
+            digest = hashlib.sha1(f"{name}#{salt}".encode() if salt else name.encode()).hexdigest()[:8]
+            wire = f"{re.sub(r'[^A-Za-z0-9_-]', '_', identifiers[name])[:_HASHED]}_{digest}"
+            salt += 1
+        out[name] = wire
+        taken.add(wire)
+    return out
 
 
 def _clip(text: str, limit: int) -> str:
@@ -88,6 +124,8 @@ class FunctionCallingAgent(AgentBase):
                          max_observation_chars=max_observation_chars, max_output_tokens=max_output_tokens)
         self.tool_choice = tool_choice
         self.strict = bool(getattr(model, "supports_strict_tools", False)) if strict is None else strict
+        rules = getattr(model, "strict_tools", None)
+        self._rules = rules if isinstance(rules, StrictTools) else StrictTools()
         self.deferred = deferred
 
     def _is_deferred(self, runtime: Runtime) -> bool:
@@ -100,24 +138,33 @@ class FunctionCallingAgent(AgentBase):
             text += DEFERRED_NOTE.format(count=len(runtime.toolset))
         return text
 
-    def _tool_defs(self, runtime: Runtime, loaded: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def _tool_defs(self, runtime: Runtime, loaded: Sequence[str] | None = None,
+                   wire: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """The definitions sent: all tools, or (deferred) search_tools and the tools found so far."""
-        wire = wire_names(runtime.toolset)
+        wire = wire_names(runtime.toolset) if wire is None else wire
         if not self._is_deferred(runtime):
-            defs = [self._definition(s, wire[s.name]) for s in runtime.toolset.specs]
+            tools = [(s, wire[s.name]) for s in runtime.toolset.specs]
         else:
-            search = runtime.host.builtins[SEARCH_TOOLS].spec
-            defs = [self._definition(search, SEARCH_TOOLS),
-                    *(self._definition(runtime.toolset[n].spec, wire[n]) for n in loaded or ())]
+            tools = [(runtime.host.builtins[SEARCH_TOOLS].spec, SEARCH_TOOLS),
+                     *((runtime.toolset[n].spec, wire[n]) for n in loaded or ())]
         if READ_RESULT not in runtime.toolset:  # pages through cut results, as code mode can
-            defs.append(self._definition(runtime.host.builtins[READ_RESULT].spec, READ_RESULT))
-        return defs
+            tools.append((runtime.host.builtins[READ_RESULT].spec, READ_RESULT))
+        return self._definitions(tools)
 
-    def _definition(self, spec: ToolSpec, wire_name: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": wire_name, "description": spec.description, "input_schema": spec.input_schema}
-        if self.strict and (converted := spec.strict_input_schema()) is not None:
-            out["input_schema"], out["strict"] = converted, True
-        return out
+    def _definitions(self, tools: Sequence[tuple[ToolSpec, str]]) -> list[dict[str, Any]]:
+        """Neutral definitions; under strict mode, strict while the provider's limits allow."""
+        rules, used = self._rules, (0, 0, 0)  # strict tools, optional and union-typed parameters so far
+        defs = []
+        for spec, wire_name in tools:
+            out: dict[str, Any] = {"name": wire_name, "description": spec.description,
+                                   "input_schema": spec.input_schema}
+            if self.strict and (converted := spec.strict_input_schema(rules.optional)) is not None:
+                optional, unions = strict_counts(converted)
+                total = (used[0] + 1, used[1] + optional, used[2] + unions)
+                if rules.admits(*total):
+                    out["input_schema"], out["strict"], used = converted, True, total
+            defs.append(out)
+        return defs
 
     def _config(self, runtime: Runtime) -> dict[str, Any]:
         return {**super()._config(runtime), "tool_choice": self.tool_choice, "strict": self.strict,
@@ -130,14 +177,13 @@ class FunctionCallingAgent(AgentBase):
         return choice
 
     async def _loop(self, runtime: Runtime, state: EpisodeState) -> None:
-        wire = wire_names(runtime.toolset)
-        host_name = {w: name for name, w in wire.items()}
+        wire = wire_names(runtime.toolset)  # once an episode: GitHub's 1,223 tools take ~60 ms
         system = self._system(runtime)
         loaded: list[str] = []  # deferred loading: the tools searches found, in order
         choice = self._first_choice(wire)
         cache: dict[str, Any] = {}  # the episode's call memory (cacheable answers, ids), like a session's
         while state.outcome is None:
-            response = await self._ask(state, system, self._tool_defs(runtime, loaded), choice)
+            response = await self._ask(state, system, self._tool_defs(runtime, loaded, wire), choice)
             if response is None:
                 return
             if choice != "none":
@@ -150,7 +196,7 @@ class FunctionCallingAgent(AgentBase):
             elif not response.tool_calls:
                 self.finish_with_text(state, response)
             else:
-                await self._dispatch(runtime, state, response, host_name, cache, loaded)
+                await self._dispatch(runtime, state, response, wire, cache, loaded)
 
     def _arguments(self, runtime: Runtime, name: str, arguments: Any) -> Any:
         """What to validate: under strict decoding, without the nulls standing for omitted arguments."""
@@ -158,7 +204,8 @@ class FunctionCallingAgent(AgentBase):
         return tool.spec.drop_omitted_nulls(arguments) if self.strict and tool is not None else arguments
 
     async def _dispatch(self, runtime: Runtime, state: EpisodeState, response: ModelResponse,
-                        host_name: Mapping[str, str], cache: dict[str, Any], loaded: list[str]) -> None:
+                        wire: Mapping[str, str], cache: dict[str, Any], loaded: list[str]) -> None:
+        host_name = {w: name for name, w in wire.items()}
         runnable = [c for c in response.tool_calls if c.executable]
         if not state.take_turn(tool_calls=len(runnable)):
             return
@@ -183,7 +230,7 @@ class FunctionCallingAgent(AgentBase):
             if call.executable:
                 record = next(done)
                 if deferred and record.name == SEARCH_TOOLS and record.ok:
-                    record = self._found(runtime, record, loaded)
+                    record = self._found(record, wire, loaded)
                 results.append(self._result(call.id, record, ledger))
             else:
                 state.errors["syntax"] += 1
@@ -204,9 +251,8 @@ class FunctionCallingAgent(AgentBase):
         return {**arguments, "limit": min(limit, cap) if isinstance(limit, int) and limit > 0 else cap}
 
     @staticmethod
-    def _found(runtime: Runtime, record: ToolCallRecord, loaded: list[str]) -> ToolCallRecord:
+    def _found(record: ToolCallRecord, wire: Mapping[str, str], loaded: list[str]) -> ToolCallRecord:
         """Load the tools a search found (from the next request on); the model's view of the hits."""
-        wire = wire_names(runtime.toolset)
         hits = [h for h in record.result or [] if isinstance(h, dict) and h.get("name") in wire]
         for hit in hits:
             if hit["name"] not in loaded:

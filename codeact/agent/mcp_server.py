@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from .._deprecated import deprecated_alias
 from ..results import ExecutionResult, render_observation
 from ..runtime.session import Runtime, Session
 from ._mcp_progress import run_with_progress
 from .prompts import EXECUTE_PYTHON, execute_python_tool
 
-__all__ = ["CodeActMCP", "CodeactMCP", "build_mcp_server", "serve_mcp"]
+__all__ = ["CodeActMCP", "build_mcp_server", "serve_mcp"]
 
 Code = Annotated[str, Field(description="Python source code to run")]
 
@@ -68,8 +69,12 @@ class CodeActMCP:
             session.close()
 
 
-#: Deprecated spelling of :class:`CodeActMCP`.
-CodeactMCP = CodeActMCP
+if TYPE_CHECKING:
+    #: Deprecated spelling of :class:`CodeActMCP`.
+    CodeactMCP = CodeActMCP
+else:
+    def __getattr__(name: str) -> Any:
+        return deprecated_alias(__name__, name, {"CodeactMCP": ("codeact.agent.mcp_server.CodeActMCP", CodeActMCP)})
 
 
 def build_mcp_server(runtime: Runtime, *, name: str = "codeact") -> tuple[MCPServer, CodeActMCP]:

@@ -98,13 +98,26 @@ _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "integer": _is_integer,
     "number": lambda v: type(v) in (int, float),
     "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
 }
 
 
+def _type_check(kind: Any) -> Callable[[Any], bool] | None:
+    """The check for a field's ``type``: one name, or a list of them (``["string", "null"]``, as
+    OpenAPI's ``nullable`` and MCP/OpenAI schemas write it); None for any other value."""
+    if isinstance(kind, str):
+        return _TYPE_CHECKS.get(kind)
+    if not isinstance(kind, list) or not kind or not all(isinstance(k, str) and k in _TYPE_CHECKS for k in kind):
+        return None
+    tests = tuple(_TYPE_CHECKS[k] for k in dict.fromkeys(kind))
+    return tests[0] if len(tests) == 1 else lambda v: any(test(v) for test in tests)
+
+
 def fast_check_for(schema: Any) -> Callable[[dict[str, Any]], bool] | None:
-    """A checker for the common flat schema (an object of string/integer/number/boolean fields),
-    True only when the arguments are certainly valid; None for any other schema. A False answer
-    means "ask the full validator", which lists the problems (so messages never change)."""
+    """A checker for the common flat schema (an object of string/integer/number/boolean/null fields,
+    or a list of those types), True only when the arguments are certainly valid; None for any other
+    schema. A False answer means "ask the full validator", which lists the problems (so messages
+    never change)."""
     if not isinstance(schema, dict) or set(schema) - _FLAT_KEYS or schema.get("type") != "object":
         return None
     props = schema.get("properties", {})
@@ -112,10 +125,14 @@ def fast_check_for(schema: Any) -> Callable[[dict[str, Any]], bool] | None:
         return None
     checks: dict[str, Callable[[Any], bool]] = {}
     for name, sub in props.items():
-        if not isinstance(sub, dict) or set(sub) - _FIELD_KEYS or sub.get("type") not in _TYPE_CHECKS:
+        test = _type_check(sub.get("type")) if isinstance(sub, dict) and not set(sub) - _FIELD_KEYS else None
+        if test is None:
             return None
-        checks[name] = _TYPE_CHECKS[sub["type"]]
-    required = frozenset(schema.get("required", ()))
+        checks[name] = test
+    listed = schema.get("required", [])
+    if not isinstance(listed, list) or not all(isinstance(key, str) for key in listed):
+        return None
+    required = frozenset(listed)
     closed = schema.get("additionalProperties", True) is False
 
     def check(args: dict[str, Any]) -> bool:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:  # httpx (and the rich/click/pygments its CLI pulls in) loads with the first client
+    import httpx
 
 from .._text import parse_retry_after
 from ..errors import ToolError
@@ -35,6 +36,8 @@ class HttpClient:
 
     def __init__(self, *, max_connections: int = 100, max_response_bytes: int = 50 * 1024 * 1024,
                  **client_options: Any) -> None:
+        import httpx
+
         self.max_response_bytes = max_response_bytes
         self._options = {"limits": httpx.Limits(max_connections=max_connections), **client_options,
                          "follow_redirects": False}
@@ -45,6 +48,8 @@ class HttpClient:
     def client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
+                import httpx
+
                 self._client = httpx.Client(**self._options)
             return self._client
 
@@ -57,6 +62,8 @@ class HttpClient:
     def request(self, method: str, url: str, *, timeout_s: float, secrets: Sequence[str] = (),
                 **kwargs: Any) -> Any:
         """Send one request; the decoded JSON (or text, or None) of a 2xx answer, else a ToolError."""
+        import httpx
+
         where = f"{method} {url.split('?', 1)[0]}"
         try:
             with self.client.stream(method, url, timeout=timeout_s, **kwargs) as response:

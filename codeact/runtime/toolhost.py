@@ -164,7 +164,7 @@ class ToolHost:
         the caller's to enforce: call the returned deadline's callback when it passes (a late
         answer is dropped).
         """
-        front = self._front(ledger, name, arguments, size)
+        front = self._front_or_fault(ledger, name, arguments, size)
         if isinstance(front, _Refusal):
             reply(front.payload)
             return None
@@ -197,7 +197,7 @@ class ToolHost:
         """Run one call from a JSON function-calling loop; the same pipeline as :meth:`dispatch`.
         Returns the call's record, ended (a call refused before it was recorded gets a record
         of its own, outside the ledger)."""
-        front = self._front(ledger, name, arguments, None)
+        front = self._front_or_fault(ledger, name, arguments, None)
         if isinstance(front, _Refusal):
             if front.record is not None:
                 return front.record
@@ -258,12 +258,29 @@ class ToolHost:
                 error = ToolError("tool_exception", str(exc))
             except ValueError as exc:
                 error = ToolError("invalid_arguments", str(exc))
+            except Exception as exc:  # a bug in codeact (its fast check, the validator): this call fails, not the run
+                error = ToolError("tool_exception", f"internal error checking the arguments: {_describe(exc)}")
         if error is not None:
             record = ledger.open(str(name)[:200], kept if kept is not None else stand_in(arguments, size))
             ledger.finish(record, error=_error(error))
             return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
         assert tool is not None
         return ledger.open(name, arguments), tool, args, builtin
+
+    def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any,
+                        size: int | None) -> _Accepted | _Refusal:
+        """:meth:`_front`, never raising: an unexpected exception there (a bug in codeact) fails the
+        call as ``tool_exception``, recorded when it can be, and the run goes on."""
+        try:
+            return self._front(ledger, name, arguments, size)
+        except Exception as exc:
+            payload = _refusal("tool_exception", f"internal error accepting the call: {_describe(exc)}")
+            try:
+                record = ledger.open(str(name)[:200], None)
+                ledger.finish(record, error=ToolCallError.model_validate(payload["error"]))
+            except Exception:
+                return _Refusal(None, payload)
+            return _Refusal(record, payload)
 
     def _validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
         """The spec's validation, with a compiled fast check for flat schemas (cached per spec):

@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import httpx
-
 from codeact.errors import ToolDefinitionError
 from codeact.tool_stubs import ToolSpec, python_names, render_stubs
 from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
@@ -24,10 +22,11 @@ from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 from ._http_client import HttpClient
 from ._tool import PermissionRule, Tool, ToolPolicy, tool
 from .sources.http import HttpAuth, HttpEndpoint, http_tools
-from .sources.openapi import openapi_tools
 from .sources.python import module_tools
 
 if TYPE_CHECKING:
+    import httpx
+
     from .sources.mcp import MCPServerRef, MCPTools
 
 __all__ = ["PermissionRule", "Tool", "ToolPolicy", "Toolset", "tool"]
@@ -40,16 +39,21 @@ class Toolset:
 
     Accepts :class:`Tool` objects, plain callables (wrapped with :func:`tool`), :class:`ToolSpec`
     objects and OpenAI/Anthropic/MCP dicts (no implementation), and other toolsets.
+
+    ``skipped`` lists what a source could not make a tool of, as ``(name, reason)``: the operations
+    :meth:`from_openapi` left out (no JSON request body); a toolset made of toolsets lists theirs.
     """
 
     def __init__(self, tools: Iterable[ToolLike] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._closers: list[Callable[[], None]] = []
+        self.skipped: list[tuple[str, str]] = []
         for item in tools:
             if isinstance(item, Toolset):
                 for t in item:
                     self.add(t)
                 self._closers.extend(item._closers)
+                self.skipped.extend(item.skipped)
             else:
                 self.add(item)
 
@@ -181,8 +185,16 @@ class Toolset:
                      base_url: str | None = None, auth: HttpAuth | httpx.Auth | None = None, *,
                      client: HttpClient | None = None, timeout_s: float = 30.0) -> Toolset:
         """HTTP tools for an OpenAPI 3 document's operations (a dict, a file or a URL); ``operations``
-        picks some (operationIds or ``"GET /path"``). See ``runtime.sources.openapi``."""
-        return cls(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s))
+        picks some (operationIds or ``"GET /path"``). Operations that cannot be called with JSON
+        arguments (a non-JSON request body) are left out and listed in :attr:`skipped`. See
+        ``runtime.sources.openapi``."""
+        from .sources.openapi import openapi_tools  # it imports httpx: loaded on use, not with codeact
+
+        skipped: list[tuple[str, str]] = []
+        made = cls(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s,
+                                 skipped=skipped))
+        made.skipped.extend(skipped)
+        return made
 
     @classmethod
     def from_http(cls, endpoints: Iterable[HttpEndpoint], *, base_url: str | None = None,

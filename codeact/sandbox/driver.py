@@ -52,6 +52,8 @@ class CodeErrorFrame:
         return {"type": self.type, "message": self.message, "lineno": self.lineno, "traceback": self.traceback}
 
 
+# Alike by design (results.ExecutionResult): the wire's ``done`` fields, checked and typed, from
+# which the session assembles the public result; the two change for different reasons.
 @dataclass(slots=True)
 class DoneFrame:
     """A checked ``done`` frame (``frames.FROM_KERNEL["done"]``), with its defaults filled in."""

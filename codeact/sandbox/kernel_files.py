@@ -1,7 +1,49 @@
-"""The in-sandbox files as a public list: the image builder (``codeact.image``) ships them."""
+"""The files that make up the in-sandbox kernel, laid out flat as the sandbox sees them (the image
+builder, `codeact.image`, ships them; the local backend runs them from a cache directory)."""
 
 from __future__ import annotations
 
-from ._kernel_files import KERNEL_FILES
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
 
-__all__ = ["KERNEL_FILES"]
+from codeact._paths import cache_dir
+
+__all__ = ["KERNEL_FILES", "kernel_hash", "materialize"]
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+#: Paths relative to the codeact package; copied flat (the kernel imports its siblings by name).
+KERNEL_FILES: tuple[str, ...] = (
+    "sandbox/inside/kernel.py",
+    "sandbox/inside/protocol.py",
+    "sandbox/inside/frames.py",
+    "sandbox/inside/_restricted.py",
+    "sandbox/inside/_restricted_ast.py",
+    "sandbox/inside/_restricted_modules.py",
+    "sandbox/inside/client.py",
+    "sandbox/inside/lazy_stubs.py",
+)
+
+
+def kernel_hash(files: tuple[str, ...] = KERNEL_FILES) -> str:
+    digest = hashlib.sha256()
+    for rel in files:
+        digest.update(rel.encode() + b"\0" + (_PACKAGE / rel).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def materialize() -> Path:
+    """A directory holding the kernel files flat, keyed by their hash (made once, atomically)."""
+    target = cache_dir() / f"kernel-{kernel_hash()}"
+    if target.is_dir():
+        return target
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".kernel-"))
+    for rel in KERNEL_FILES:
+        shutil.copyfile(_PACKAGE / rel, tmp / Path(rel).name)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

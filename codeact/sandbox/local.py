@@ -23,9 +23,9 @@ from pathlib import Path
 from ..errors import SandboxUnavailable
 from . import _bwrap
 from ._channel import ChannelListener
-from ._kernel_files import materialize
 from .base import ExitStatus, SandboxConfig
 from .inside.protocol import FrameSocket
+from .kernel_files import materialize
 
 __all__ = ["LocalSandbox", "isolation_report"]
 
@@ -134,6 +134,8 @@ class LocalSandbox:
             raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
         finally:
             log.close()
+        # Alike by design (DockerSandbox.start): accept the kernel's connection, undo this backend's
+        # start on failure, close the listener either way; what "undo" means differs per backend.
         try:
             self._channel = listener.accept(30.0, self.config.max_frame_bytes)
         except SandboxUnavailable:

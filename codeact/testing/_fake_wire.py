@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
+
+from codeact.tool_stubs.strict import strict_counts
 
 __all__ = ["Vendor", "error_body", "render_events", "render_json", "usage_of", "validate"]
 
@@ -212,6 +215,29 @@ def _cut_point(events: list[bytes], vendor: Vendor, after: Any) -> int:
     return fragments[-1] if fragments else len(events) // 2
 
 
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+#: Anthropic's per-request limits on strict tools: tools, optional parameters, union-typed parameters.
+_ANTHROPIC_STRICT = {"strict tools": 20, "optional parameters": 24, "parameters with union types": 16}
+
+
+def _tool_problems(vendor: Vendor, tools: Any) -> Iterator[str]:
+    """Tool names outside both vendors' pattern; Anthropic's strict-tool limits."""
+    totals = dict.fromkeys(_ANTHROPIC_STRICT, 0)
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        entry = (tool.get("function") or {}) if vendor == "openai" else tool
+        name = entry.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            where = f"Invalid 'tools[{i}].function.name'" if vendor == "openai" else f"tools.{i}.custom.name"
+            yield f"{where}: string should match pattern '^[a-zA-Z0-9_-]{{1,64}}$' (got {name!r})"
+        if vendor == "anthropic" and entry.get("strict"):
+            optional, unions = strict_counts(entry.get("input_schema") or {})
+            for key, n in zip(totals, (1, optional, unions), strict=True):
+                totals[key] += n
+    for key, limit in _ANTHROPIC_STRICT.items():
+        if totals[key] > limit:
+            yield f"strict tools: too many {key} ({totals[key]}; at most {limit}): the schemas are too complex"
+
+
 def _openai_problems(body: Mapping[str, Any]) -> Iterator[str]:
     if not isinstance(body.get("model"), str):
         yield "you must provide a model parameter"
@@ -292,5 +318,5 @@ def validate(vendor: Vendor, body: Mapping[str, Any], headers: Mapping[str, str]
     """What the real API would reject in this request (empty when acceptable)."""
     if vendor == "anthropic":
         missing = [] if headers.get("anthropic-version") else ["anthropic-version: header is required"]
-        return missing + list(_anthropic_problems(body))
-    return list(_openai_problems(body))
+        return missing + list(_anthropic_problems(body)) + list(_tool_problems(vendor, body.get("tools")))
+    return list(_openai_problems(body)) + list(_tool_problems(vendor, body.get("tools")))

@@ -7,7 +7,7 @@ import keyword
 import unicodedata
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.exceptions import ValidationError as SchemaViolation
@@ -19,6 +19,9 @@ from referencing.exceptions import Unresolvable
 from codeact.errors import ToolArgumentsError, ToolDefinitionError
 from codeact.tool_stubs._function_schema import function_schemas
 from codeact.tool_stubs.refs import resolve_ref
+
+if TYPE_CHECKING:
+    from codeact.tool_stubs.strict import OptionalForm
 
 __all__ = ["RESERVED_NAMES", "ToolSpec", "python_identifier", "python_names"]
 
@@ -198,26 +201,27 @@ class ToolSpec(BaseModel):
 
         ``strict=True``: the parameters in the strict subset with ``"strict": true`` (constrained
         decoding; see :mod:`codeact.tool_stubs.strict`), or as they are, without the flag, when the
-        schema has no strict form. Optional arguments then arrive as null: :meth:`drop_omitted_nulls`.
+        schema has no strict form. OptionalForm arguments then arrive as null: :meth:`drop_omitted_nulls`.
         """
-        return {"type": "function", "function": self._wire("parameters", strict)}
+        return {"type": "function", "function": self._wire("parameters", strict, "nullable")}
 
-    def _wire(self, schema_key: str, strict: bool) -> dict[str, Any]:
+    def _wire(self, schema_key: str, strict: bool, optional: OptionalForm) -> dict[str, Any]:
         """``{name, description?, <schema_key>: input schema, strict?}``: both vendors' tool shape."""
         out: dict[str, Any] = {"name": self.name}
         if self.description:
             out["description"] = self.description
         out[schema_key] = copy.deepcopy(self.input_schema)
-        if strict and (converted := self.strict_input_schema()) is not None:
+        if strict and (converted := self.strict_input_schema(optional)) is not None:
             out[schema_key], out["strict"] = converted, True
         return out
 
-    def strict_input_schema(self) -> dict[str, Any] | None:
-        """The input schema in the providers' strict subset, or None if it has no strict form."""
+    def strict_input_schema(self, optional: OptionalForm = "nullable") -> dict[str, Any] | None:
+        """The input schema in the providers' strict subset, or None if it has no strict form;
+        ``optional``: how an optional argument is expressed (:func:`~codeact.tool_stubs.strict.strict_schema`)."""
         from codeact.tool_stubs.strict import NotStrict, strict_schema
 
         try:
-            return strict_schema(self.input_schema)
+            return strict_schema(self.input_schema, optional)
         except NotStrict:
             return None
 
@@ -245,8 +249,9 @@ class ToolSpec(BaseModel):
 
     def to_anthropic(self, strict: bool = False) -> dict[str, Any]:
         """The Anthropic Messages shape ``{name, description, input_schema}``; ``strict=True`` as in
-        :meth:`to_openai` (Anthropic's ``"strict": true`` tool flag)."""
-        return self._wire("input_schema", strict)
+        :meth:`to_openai` (Anthropic's ``"strict": true`` tool flag), optional arguments left out of
+        ``required`` rather than made nullable (Anthropic counts a nullable one as a union)."""
+        return self._wire("input_schema", strict, "omit")
 
     @classmethod
     def from_mcp(cls, d: Any) -> ToolSpec:

@@ -6,7 +6,9 @@ properties in ``required`` and has ``additionalProperties: false``; no ``oneOf``
 no ``$ref`` beside other keywords, no string/number/array bounds or defaults. :func:`strict_schema`
 converts a schema:
 
-* an optional property becomes required but nullable (``null`` means "not given");
+* an optional property becomes required but nullable (``null`` means "not given"), OpenAI's rule;
+  with ``optional="omit"`` it stays optional (Anthropic's strict tools allow that, and count a
+  nullable property as a costly union: see :func:`strict_counts`);
 * ``oneOf`` becomes ``anyOf``; a one-member ``allOf`` is merged, a larger one of objects is merged;
 * every keyword outside the subset (``minimum``, ``pattern``, ``default``, ``format``…) moves into the
   property's description, so the model still reads it (``default: 30; maximum: 100``);
@@ -22,12 +24,15 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, Literal
 
 from codeact.tool_stubs._schema_to_py import allows_null, required_keys
 from codeact.tool_stubs.refs import resolve_ref
 
-__all__ = ["NotStrict", "drop_omitted_nulls", "strict_schema"]
+__all__ = ["NotStrict", "OptionalForm", "drop_omitted_nulls", "strict_counts", "strict_schema"]
+
+#: How a strict schema says an argument is optional: required but nullable, or left out of ``required``.
+OptionalForm = Literal["nullable", "omit"]
 
 #: Keywords the strict subset keeps; the others go into the description.
 _KEPT = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
@@ -39,13 +44,14 @@ class NotStrict(ValueError):
     """The schema has a part the strict subset cannot express (a free-form object)."""
 
 
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def strict_schema(schema: dict[str, Any], optional: OptionalForm = "nullable") -> dict[str, Any]:
     """A strict-subset copy of an input schema (see the module docstring); raises :class:`NotStrict`."""
     root = copy.deepcopy(schema)
-    out = _convert(root, root, 0)
+    nullable = optional == "nullable"
+    out = _convert(root, root, 0, nullable)
     defs = root.get("$defs")
     if isinstance(defs, dict):
-        out["$defs"] = {k: _convert(v, root, 0) for k, v in defs.items()}
+        out["$defs"] = {k: _convert(v, root, 0, nullable) for k, v in defs.items()}
     if out.get("type") != "object":
         out["type"] = "object"
     out.setdefault("properties", {})
@@ -54,7 +60,7 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _convert(node: Any, root: dict[str, Any], depth: int) -> dict[str, Any]:
+def _convert(node: Any, root: dict[str, Any], depth: int, nullable: bool) -> dict[str, Any]:
     if depth > _MAX_DEPTH:
         raise NotStrict("the schema nests too deeply")
     if node is True or node == {} or not isinstance(node, dict):
@@ -68,7 +74,7 @@ def _convert(node: Any, root: dict[str, Any], depth: int) -> dict[str, Any]:
             target = resolve_ref(root, ref)
             if not isinstance(target, dict):
                 raise NotStrict(f"unresolvable $ref {ref!r}")
-            return _convert({**target, **node}, root, depth + 1)
+            return _convert({**target, **node}, root, depth + 1, nullable)
         return {"$ref": ref}
     if "oneOf" in node:
         node["anyOf"] = node.pop("oneOf")
@@ -76,14 +82,14 @@ def _convert(node: Any, root: dict[str, Any], depth: int) -> dict[str, Any]:
         node = {**_merge_all_of(node.pop("allOf"), root), **node}
     out = _kept(node)
     if isinstance(out.get("anyOf"), list):
-        out["anyOf"] = [_convert(m, root, depth + 1) for m in out["anyOf"]]
+        out["anyOf"] = [_convert(m, root, depth + 1, nullable) for m in out["anyOf"]]
     if isinstance(out.get("items"), dict):
-        out["items"] = _convert(out["items"], root, depth + 1)
+        out["items"] = _convert(out["items"], root, depth + 1, nullable)
     elif "items" in out:
         raise NotStrict("array items must be one schema")
     kind = out.get("type")
     if kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in out:
-        _object(out, root, depth)
+        _object(out, root, depth, nullable)
     elif kind == "array" and "items" not in out:
         raise NotStrict("an array without an items schema has no strict form")
     elif kind is None and not any(k in out for k in ("anyOf", "enum", "const")):
@@ -117,7 +123,7 @@ def _kept(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _object(out: dict[str, Any], root: dict[str, Any], depth: int) -> None:
+def _object(out: dict[str, Any], root: dict[str, Any], depth: int, nullable: bool) -> None:
     props = out.get("properties")
     extra = out.get("additionalProperties")
     if not isinstance(props, dict) or not props:
@@ -128,10 +134,11 @@ def _object(out: dict[str, Any], root: dict[str, Any], depth: int) -> None:
     required = required_keys(out, props)
     converted = {}
     for key, sub in props.items():
-        prop = _convert(sub, root, depth + 1)
-        converted[key] = prop if key in required or allows_null(sub, root) else _nullable(prop)
+        prop = _convert(sub, root, depth + 1, nullable)
+        kept = key in required or allows_null(sub, root) or not nullable
+        converted[key] = prop if kept else _nullable(prop)
     out["properties"] = converted
-    out["required"] = list(converted)
+    out["required"] = list(converted) if nullable else [k for k in converted if k in required]
     out["additionalProperties"] = False
 
 
@@ -145,6 +152,29 @@ def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
     if "description" in prop:
         outer["description"] = prop["description"]
     return outer
+
+
+def strict_counts(schema: dict[str, Any]) -> tuple[int, int]:
+    """``(optional, unions)`` of a strict schema as Anthropic's limits count them: the properties not in
+    their object's ``required``, and those whose schema is an ``anyOf`` or a list of types (nested
+    objects, array items and ``$defs`` included)."""
+    optional = unions = 0
+    todo: list[Any] = [schema]
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, dict):
+            continue
+        props = node.get("properties")
+        if isinstance(props, dict):
+            required = set(node.get("required") or ())
+            for key, sub in props.items():
+                optional += key not in required
+                unions += isinstance(sub, dict) and ("anyOf" in sub or isinstance(sub.get("type"), list))
+            todo.extend(props.values())
+        todo.extend(node.get("anyOf") or [])
+        todo.extend((node.get("$defs") or {}).values())
+        todo.append(node.get("items"))
+    return optional, unions
 
 
 def drop_omitted_nulls(schema: dict[str, Any], arguments: Any, root: dict[str, Any] | None = None,

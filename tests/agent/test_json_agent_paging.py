@@ -8,7 +8,7 @@ from typing import Any
 
 from codeact import Runtime, SandboxConfig, Toolset, tool
 from codeact.agent import Budget, FunctionCallingAgent
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 from tests.agent.test_code_agent import client_for
 
 ROWS = [{"id": i, "name": f"row-{i:04d}", "note": "x" * 20} for i in range(600)]  # ~35,000 characters

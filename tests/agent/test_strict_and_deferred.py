@@ -11,7 +11,7 @@ from openai.lib._pydantic import _ensure_strict_json_schema
 from openai.types.chat import ChatCompletionFunctionTool
 
 from codeact import FunctionCallingAgent, Runtime, SandboxConfig, Toolset, ToolSpec, tool
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 from codeact.tool_stubs.strict import NotStrict, drop_omitted_nulls, strict_schema
 from tests.agent.test_code_agent import client_for
 from tests.servers.big_openapi import big_document
@@ -77,8 +77,12 @@ def test_strict_conversion_is_accepted_by_the_openai_sdk() -> None:
         for obj in _all_objects(params):
             assert obj["additionalProperties"] is False and obj["required"] == list(obj["properties"]), obj
         assert not {"oneOf", "allOf", "default", "minimum", "pattern", "format"} & set(json.dumps(params).split('"'))
-        anthropic = spec.to_anthropic(strict=True)
-        assert anthropic["strict"] is True and anthropic["input_schema"] == params
+        anthropic = spec.to_anthropic(strict=True)  # Anthropic's form: optional arguments stay optional
+        assert anthropic["strict"] is True and anthropic["input_schema"] == spec.strict_input_schema("omit")
+        for obj in _all_objects(anthropic["input_schema"]):
+            assert obj["additionalProperties"] is False and set(obj["required"]) <= set(obj["properties"]), obj
+        assert anthropic["input_schema"]["required"] == [
+            k for k in params["properties"] if k in spec.input_schema.get("required", [])]
     assert converted >= 100 and skipped >= 1  # free-form objects (dict[str, str]) have no strict form
 
 
@@ -103,15 +107,20 @@ def test_nulls_for_omitted_arguments_are_dropped_and_real_nulls_kept() -> None:
     assert drop_omitted_nulls(schema, "not an object") == "not an object"
 
 
-def test_json_agent_sends_strict_definitions_and_records_what_was_meant() -> None:
-    seen: list[dict[str, Any]] = []
-
+def booking(seen: list[dict[str, Any]]) -> Any:
+    """A tool with a required, an optional and a nullable argument; its calls go to ``seen``."""
     @tool
     def book(city: str, nights: int = 1, note: str | None = None) -> str:
         """Book a room."""
         seen.append({"city": city, "nights": nights, "note": note})
         return "booked"
 
+    return book
+
+
+def test_json_agent_sends_strict_definitions_and_records_what_was_meant() -> None:
+    seen: list[dict[str, Any]] = []
+    book = booking(seen)
     call = {"tool_calls": [{"name": "book", "arguments": {"city": "Oslo", "nights": None, "note": None},
                             "id": "c1"}]}
     with FakeModelServer([call, "Done."]) as server, Runtime([book], LOCAL) as rt:
@@ -156,3 +165,61 @@ def test_json_agent_defers_loading_of_a_large_toolset(vendor: str) -> None:
                                    {"name": "issues_create_issue", "description": "Create a issue"}]
     # the call itself went to the host (no server listens on the fixture's URL: an upstream error)
     assert episode.records[1].error is not None and episode.records[1].error.code == "upstream_error"
+
+
+def test_anthropic_strict_tools_are_the_default_in_anthropics_form() -> None:
+    seen: list[dict[str, Any]] = []
+    book = booking(seen)
+    call = {"tool_calls": [{"name": "book", "arguments": {"city": "Oslo"}, "id": "c1"}]}
+    with FakeModelServer([call, "Done."]) as server, Runtime([book], LOCAL) as rt:
+        episode = FunctionCallingAgent(client_for(server, "anthropic"), rt.toolset, runtime=rt).run("Book Oslo.")
+        first, headers = server.requests[0], server.calls[0].headers
+    definition = first["tools"][0]
+    assert definition["strict"] is True and set(definition) == {"name", "description", "input_schema", "strict"}
+    schema = definition["input_schema"]
+    assert schema["required"] == ["city"] and schema["additionalProperties"] is False  # optionals stay optional
+    assert schema["properties"]["nights"] == {"type": "integer", "description": "default: 1"}  # not nullable
+    assert "anthropic-beta" not in headers and headers["anthropic-version"] == "2023-06-01"  # GA: no beta header
+    assert episode.status == "answered" and [c.arguments for c in episode.records] == [{"city": "Oslo"}]
+    assert seen == [{"city": "Oslo", "nights": 1, "note": None}]
+
+
+def test_anthropic_strict_stays_within_the_per_request_limits() -> None:
+    def make(i: int, optional: int) -> ToolSpec:
+        props = {"q": {"type": "string"}, **{f"o{j}": {"type": "integer"} for j in range(optional)}}
+        return ToolSpec(name=f"t{i}", description="A tool.", input_schema={
+            "type": "object", "properties": props, "required": ["q"]})
+
+    cases = {  # toolset → which definitions are strict (in order sent; read_result, 2 optionals, comes last)
+        "25 plain tools: 20 strict": ([make(i, 0) for i in range(25)], [True] * 20 + [False] * 6),
+        "5 optionals each: 4 fit in 24, then read_result's 2": (
+            [make(i, 5) for i in range(6)], [True] * 4 + [False] * 2 + [True]),
+    }
+    for label, (specs_, expected) in cases.items():
+        with FakeModelServer(["Nothing to do."]) as server, Runtime(specs_, LOCAL) as rt:
+            episode = FunctionCallingAgent(client_for(server, "anthropic"), rt.toolset, runtime=rt).run("Hi")
+            tools = server.requests[0]["tools"]
+        assert episode.status == "answered", (label, episode.error)  # the fake server enforces the limits too
+        assert [bool(t.get("strict")) for t in tools] == expected, label
+        assert all(t["input_schema"] == s.input_schema for t, s in zip(tools, specs_, strict=False)
+                   if not t.get("strict")), label  # past the limits: sent as it is
+    nullable = {k: {"type": ["string", "null"]} for k in "abcde"}
+    unions = [ToolSpec(name=f"u{i}", input_schema={"type": "object", "required": list(nullable),
+                                                   "properties": nullable}) for i in range(4)]
+    with FakeModelServer(["Nothing to do."]) as server, Runtime(unions, LOCAL) as rt:
+        FunctionCallingAgent(client_for(server, "anthropic"), rt.toolset, runtime=rt).run("Hi")
+        flags = [bool(t.get("strict")) for t in server.requests[0]["tools"]]
+    assert flags[:4] == [True, True, True, False]  # 5 union-typed parameters each: 15 fit in 16
+
+
+def test_strict_defaults_by_provider_and_model() -> None:
+    from codeact.agent.models.anthropic import AnthropicClient
+    from codeact.agent.models.openai import OpenAIClient
+
+    assert OpenAIClient("gpt-4.1", api_key="k").supports_strict_tools is True
+    for model, default in [("claude-sonnet-4-5", True), ("claude-opus-4-6", True), ("claude-haiku-4-5-20251001", True),
+                           ("claude-3-5-haiku-latest", False), ("claude-sonnet-4-20250514", False),
+                           ("claude-opus-4-1", False), ("anthropic.claude-3-haiku-20240307-v1:0", False)]:
+        assert AnthropicClient(model, api_key="k").supports_strict_tools is default, model
+    assert AnthropicClient("claude-3-5-haiku-latest", api_key="k", strict=True).supports_strict_tools is True
+    assert AnthropicClient("claude-sonnet-4-5", api_key="k", strict=False).supports_strict_tools is False

@@ -156,7 +156,7 @@ def test_untrusted_text_is_printed_verbatim(noisy: Path) -> None:
 
 
 def test_agent_human_output_keeps_brackets(noisy: Path) -> None:
-    from codeact.agent.fake_server import FakeModelServer
+    from codeact.testing.fake_server import FakeModelServer
 
     reply = "Trying [/x].\n```python\nshout('[/y]')\nfinal_answer('[bold]done[/z]')\n```"
     with FakeModelServer([reply]) as server:
@@ -178,7 +178,7 @@ def test_version_and_stubs_from_a_python_file(noisy: Path) -> None:
 
 
 def test_no_engine_checked_before_the_model_is_called(noisy: Path) -> None:
-    from codeact.agent.fake_server import FakeModelServer
+    from codeact.testing.fake_server import FakeModelServer
 
     with FakeModelServer(["never sent"]) as server:
         proc = codeact("agent", "t", "--model", "openai:fake", "--base-url", server.openai_base_url,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from codeact.agent.fake_server import FakeModelServer
+from codeact.testing.fake_server import FakeModelServer
 
 CODEACT = str(Path(sys.executable).with_name("codeact"))
 

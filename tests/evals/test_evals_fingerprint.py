@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from codeact import SandboxConfig
-from codeact.agent.fake_server import FakeModelServer
 from codeact.evals.answers import instruction
 from codeact.evals.providers import ModelSpec
 from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import load_suite
+from codeact.testing.fake_server import FakeModelServer
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 ONE = {"tasks": ["weather.convert"], "modes": ["code"], "progress": False}

@@ -94,6 +94,48 @@ def test_final_answer_does_not_leak_into_the_next_run(backend: str, request: pyt
         assert third.answered and third.final_answer == {"a": 1}
 
 
+@tool
+def measure(text: str) -> int:
+    """The length of a text.
+
+    Args:
+        text: Any text.
+    """
+    return len(text)
+
+
+@tool
+def blob(size: int) -> str:
+    """A text of ``size`` characters.
+
+    Args:
+        size: Its length.
+    """
+    return "y" * size
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_max_frame_bytes_refuses_a_larger_frame_from_the_sandbox(backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "docker":
+        request.getfixturevalue("docker_image")
+    limit = 64 * 1024  # the smallest SandboxConfig allows
+    config = SandboxConfig(backend=backend, policy="none", timeout_s=20, max_frame_bytes=limit)  # type: ignore[arg-type]
+    with Runtime([measure, blob], config) as rt, rt.session() as s:
+        under = s.run(f"x = 1\nmeasure(text='x' * {limit - 1000})")
+        assert under.ok and under.value == limit - 1000, under
+        # a call frame over the cap is refused before the host reads it: a protocol violation
+        over = s.run(f"measure(text='x' * {limit + 1000})")
+        assert over.termination == "killed" and over.state_lost, over
+        assert over.reason is not None and f"exceeds the limit of {limit}" in over.reason
+        assert over.calls == []
+        # a fresh sandbox took its place
+        fresh = s.run("'x' in globals()")
+        assert fresh.ok and fresh.value is False
+        # the cap is on what the host reads: a result it sends (bounded by max_result_chars) may be larger
+        back = s.run(f"len(blob(size={2 * limit}))")
+        assert back.ok and back.value == 2 * limit, back
+
+
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
     with ApiServer() as server:

@@ -189,6 +189,18 @@ def test_tool_timeout_and_run_timeout_while_waiting(runtime: Runtime) -> None:
     assert waiting.calls[0].error is not None and waiting.calls[0].error.code == "timeout"
 
 
+def test_a_sandbox_dying_after_the_interrupt_is_a_timeout(runtime: Runtime) -> None:
+    # The code's own SIGINT handler ends the kernel when the run's timeout interrupts it: the run
+    # timed out (it is not a crash of the sandbox), and its state is gone.
+    code = "import os, signal, time\nsignal.signal(signal.SIGINT, lambda *a: os._exit(1))\ntime.sleep(60)"
+    with runtime.session() as session:
+        result = session.run(code, timeout_s=1.0)
+        assert result.termination == "timeout", (result.termination, result.reason)
+        assert result.state_lost and not result.ok
+        assert result.reason == "the sandbox died after the interrupt"
+        assert session.run("1 + 1").value == 2  # a clean sandbox took its place
+
+
 def test_values_json_or_repr(runtime: Runtime) -> None:
     assert run(runtime, "{'a': [1, 2.5, None, True]}").value == {"a": [1, 2.5, None, True]}
     assert run(runtime, "object()").value.startswith("<object object at")

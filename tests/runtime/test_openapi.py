@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import secrets
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset, render_stubs
-from codeact.errors import ToolDefinitionError
+from codeact.errors import ToolArgumentsError, ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.sources.http import HttpAuth
 from codeact.runtime.sources.openapi import openapi_endpoints
@@ -129,3 +131,60 @@ def test_non_json_bodies_and_composed_bodies() -> None:
     with pytest.raises(ToolDefinitionError, match="no JSON request body"):
         openapi_endpoints(doc, operations=["upload"], base_url="http://127.0.0.1:1")
     json.dumps([e.spec().input_schema for e in endpoints.values()])
+
+
+def test_nullable_accepts_null_beside_any_schema() -> None:
+    """OpenAPI 3.0's ``nullable: true`` becomes "or null" whatever the schema is made of."""
+    user = {"type": "object", "properties": {"login": {"type": "string"}}}
+    fields: dict[str, Any] = {
+        "plain": {"type": "string", "nullable": True},
+        "listed": {"type": "string", "enum": ["a", "b"], "nullable": True},
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}], "nullable": True, "description": "Either."},
+        "any": {"anyOf": [{"type": "string"}, {"type": "integer"}], "nullable": True},
+        "all": {"allOf": [{"$ref": "#/components/schemas/user"}], "nullable": True},
+        "ref": {"$ref": "#/components/schemas/user", "nullable": True},
+        "strict": {"type": "string"},
+    }
+    doc = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "components": {"schemas": {"user": user}},
+           "paths": {"/x": {"post": {"operationId": "x", "requestBody": {"content": {"application/json": {
+               "schema": {"type": "object", "properties": fields}}}}, "responses": {}}}}}
+    (endpoint,) = openapi_endpoints(doc, base_url="http://127.0.0.1:1")
+    spec = endpoint.spec()
+    props = spec.input_schema["properties"]
+    assert props["plain"] == {"type": ["string", "null"]}
+    assert props["listed"] == {"type": ["string", "null"], "enum": ["a", "b", None]}
+    assert props["either"] == {"anyOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "null"}],
+                               "description": "Either."}
+    assert props["ref"] == {"anyOf": [{"$ref": "#/$defs/user"}, {"type": "null"}]}
+    for name in fields:
+        if name != "strict":
+            assert spec.validate_arguments({name: None}) == {name: None}
+    assert spec.validate_arguments({"either": 3, "listed": "a", "all": {"login": "o"}})
+    for wrong in ({"either": 1.5}, {"listed": "c"}, {"ref": 3}, {"strict": None}):
+        with pytest.raises(ToolArgumentsError):
+            spec.validate_arguments(wrong)
+
+
+def test_operations_left_out_are_listed_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    doc = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {
+        "/markdown/raw": {"post": {"operationId": "markdown/render-raw", "requestBody": {"content": {
+            "text/plain": {"schema": {"type": "string"}}}}, "responses": {}}},
+        "/assets": {"post": {"operationId": "upload_asset", "requestBody": {"content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "responses": {}}},
+        "/notes": {"post": {"operationId": "add_note", "requestBody": {"content": {"application/json": {
+            "schema": {"type": "object", "properties": {"text": {"type": "string"}}}}}}, "responses": {}}},
+    }}
+    with caplog.at_level(logging.WARNING, logger="codeact.runtime.sources.openapi"):
+        tools = Toolset.from_openapi(doc, base_url="http://127.0.0.1:1")
+    assert tools.names == ["add_note"]
+    assert tools.skipped == [("markdown/render-raw", "takes no JSON request body (text/plain)"),
+                             ("upload_asset", "takes no JSON request body (application/octet-stream)")]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("left out 2 of 3 OpenAPI operations (see Toolset.skipped): markdown/render-raw: ")
+    assert Toolset([tools, Toolset()]).skipped == tools.skipped  # a toolset of toolsets lists theirs
+    skipped: list[tuple[str, str]] = []
+    assert [e.name for e in openapi_endpoints(doc, base_url="http://127.0.0.1:1", skipped=skipped)] == ["add_note"]
+    assert [name for name, _ in skipped] == ["markdown/render-raw", "upload_asset"]
+    caplog.clear()
+    assert Toolset.from_openapi(doc, operations=["add_note"], base_url="http://127.0.0.1:1").skipped == []
+    assert not caplog.records  # nothing left out of what was asked for: nothing said

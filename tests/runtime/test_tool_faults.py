@@ -238,3 +238,46 @@ def test_exec_with_a_hung_tool_exits_at_its_timeout_and_leaves_no_container(
     left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=codeact.owner.pid={proc.pid}"],
                           capture_output=True, text=True, timeout=60)
     assert left.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("ends", ["run_timeout", "tool_timeout"])
+def test_a_late_result_after_a_timeout_changes_no_record(ends: str) -> None:
+    """The call's record ended (the run's timeout, or the tool's own on the fast path) while the tool
+    still ran; when the tool answers later, nothing recorded changes and no late value appears."""
+    release, returned = threading.Event(), threading.Event()
+
+    @tool(timeout_s=60 if ends == "run_timeout" else 0.5)
+    def hang() -> str:
+        """Hangs until released, then answers."""
+        try:
+            release.wait(30)
+            return "late value"
+        finally:
+            returned.set()
+
+    code = "hang()" if ends == "run_timeout" else "try:\n    hang()\nexcept ToolError as e:\n    err = e.code\nerr"
+    config = SandboxConfig(backend="local", timeout_s=1.5, grace_s=1, policy="none")
+    try:
+        with Runtime([hang], config) as rt, rt.session() as s:
+            assert rt.host._plain(rt.toolset.get("hang"))  # type: ignore[arg-type]  # the fast path
+            result = s.run(code)
+            if ends == "run_timeout":
+                assert result.termination == "timeout", result
+            else:
+                assert result.ok and result.value == "timeout", result
+            seen = [result.calls[0].model_dump(), s.history[-1].calls[0].model_dump(),
+                    s.cells[-1].calls[0].model_dump()]
+            assert seen[0]["finished"] and not seen[0]["ok"] and seen[0]["result"] is None
+            assert seen[0]["error"]["code"] == "timeout"
+            assert not returned.is_set()  # the tool is still running
+            release.set()
+            assert returned.wait(10)
+            time.sleep(0.3)  # the pool thread records (or, correctly, does not record) the late answer
+            assert [result.calls[0].model_dump(), s.history[-1].calls[0].model_dump(),
+                    s.cells[-1].calls[0].model_dump()] == seen
+            assert s.calls.in_flight == 0  # the call ended once, not twice
+            again = s.run("1 + 1")
+            assert again.ok and again.value == 2 and again.calls == []
+            assert "late value" not in json.dumps([r.model_dump(mode="json") for r in s.history])
+    finally:
+        release.set()

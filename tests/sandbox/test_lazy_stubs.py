@@ -55,6 +55,7 @@ def test_the_marker_is_the_hosts_and_split_finds_every_stub(big: Toolset) -> Non
                                                                                        "repo_id": 1})
     assert namespace["labels_list_labels"] == "mine"
     assert namespace["issues_list_issues"]("o", "r") == ("issues/list-issues", {"owner": "o", "repo": "r"})
+    assert "describe_tool('repos_get_repository')" in (namespace["repos_get_repository"].__doc__ or "")
 
 
 def test_small_toolsets_and_typed_modules_have_nothing_lazy() -> None:

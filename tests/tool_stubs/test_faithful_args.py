@@ -39,7 +39,7 @@ class _Echo(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_GET = do_POST = _answer
+    do_GET = do_POST = do_PATCH = _answer
 
 
 @pytest.fixture
@@ -95,6 +95,39 @@ def test_openapi_operations_send_no_documented_defaults(echo: tuple[str, list[di
         result = rt.run("search('x'); add_note('hi')")
     assert result.ok, result.error
     assert seen[0]["query"] == {"q": ["x"]} and seen[1]["body"] == {"text": "hi"}
+
+
+NULLABLE_DOC: dict[str, Any] = {
+    "openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+    "components": {"schemas": {"user": {"type": "object", "properties": {"login": {"type": "string"}}}}},
+    "paths": {"/issues/{n}": {"patch": {"operationId": "update_issue", "parameters": [
+        {"name": "n", "in": "path", "required": True, "schema": {"type": "integer"}}],
+        "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {
+            "milestone": {"oneOf": [{"type": "string"}, {"type": "integer"}], "nullable": True,
+                          "description": "A milestone number, or null to remove it."},
+            "reason": {"type": "string", "enum": ["done", "dropped"], "nullable": True},
+            "owner": {"allOf": [{"$ref": "#/components/schemas/user"}], "nullable": True},
+            "title": {"type": "string"}}}}}},
+        "responses": {"200": {"description": "ok"}}}}},
+}
+
+
+def test_openapi_nullable_fields_send_null_for_an_explicit_none(echo: tuple[str, list[dict[str, Any]]]) -> None:
+    """``nullable: true`` next to ``oneOf``/``allOf``/``enum``: ``None`` reaches the wire (and the record) as
+    null, an omitted field stays omitted; a field that takes no null drops an explicit None (design notes)."""
+    url, seen = echo
+    with Runtime(Toolset.from_openapi(NULLABLE_DOC, base_url=url), LOCAL) as rt:
+        assert "milestone: str | int | None = None" in rt.prompt_view
+        result = rt.run("update_issue(1, milestone=None); update_issue(2, milestone=7); update_issue(3); "
+                        "update_issue(4, reason=None, owner=None); update_issue(5, reason='done', title=None)")
+        assert result.ok, result.error
+        bad = rt.run("update_issue(6, milestone=True)")
+    assert [s["body"] for s in seen] == [
+        {"milestone": None}, {"milestone": 7}, None, {"reason": None, "owner": None}, {"reason": "done"}]
+    assert [c.arguments for c in result.calls] == [
+        {"n": 1, "milestone": None}, {"n": 2, "milestone": 7}, {"n": 3}, {"n": 4, "reason": None, "owner": None},
+        {"n": 5, "reason": "done"}]
+    assert len(seen) == 5 and bad.calls[0].error is not None and bad.calls[0].error.code == "invalid_arguments"
 
 
 def test_mcp_tools_call_gets_only_passed_arguments() -> None:

@@ -16,7 +16,8 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Iterator
+from contextlib import aclosing, closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,17 +134,6 @@ class Transport:
         backoff: float = min(self.options.backoff_base * 2**attempt, self.options.backoff_max)
         return backoff * (1 - 0.25 * random.random())
 
-    def _wait_or_raise(self, attempt: int, response: httpx.Response | None = None,
-                       exc: httpx.TransportError | None = None) -> float:
-        """The one retry decision of every loop below: seconds to wait, or the final ModelError."""
-        delay = self._delay(attempt, response)
-        if delay is not None:
-            return delay
-        if response is not None:
-            raise self._status_error(response, attempt + 1)
-        assert exc is not None
-        raise self._transport_error(exc, attempt + 1) from None
-
     def _status_error(self, response: httpx.Response, attempts: int) -> ModelError:
         status = response.status_code
         detail = error_detail(response.content)
@@ -183,87 +173,119 @@ class Transport:
                 self._client.close()
                 self._client = None
 
+    def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], stream: bool) -> httpx.Response:
+        """The request's attempts (:class:`_Attempts` decides) until a success; ``stream``: its body unread."""
+        client = self._sync_client()
+        attempts = _Attempts(self)
+        for delay in attempts:
+            if delay:
+                time.sleep(delay)
+            try:
+                response = client.send(client.build_request("POST", url, headers=headers, json=body), stream=stream)
+                if response.is_success:
+                    return response
+                with closing(response):
+                    response.read()  # the error's body, for its message
+                attempts.failed(response)
+            except httpx.TransportError as exc:
+                attempts.failed(exc)
+        raise attempts.error() from None
+
     def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """POST and return the decoded JSON answer, retrying per the policy."""
-        attempt = -1
-        while True:
-            attempt += 1
-            try:
-                response = self._sync_client().post(url, headers=headers, json=body)
-            except httpx.TransportError as exc:
-                delay = self._wait_or_raise(attempt, exc=exc)
-            else:
-                if response.is_success:
-                    return self._decode(response)
-                delay = self._wait_or_raise(attempt, response)
-            time.sleep(delay)
+        return self._decode(self._send(url, headers, body, stream=False))
 
     def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
         """POST and yield the SSE events of the answer; a cut stream just ends."""
-        attempt = -1
-        while True:
-            attempt += 1
-            try:
-                with self._sync_client().stream("POST", url, headers=headers, json=body) as response:
-                    if response.is_success:
-                        decoder = SSEDecoder()
-                        try:
-                            for line in response.iter_lines():
-                                event = decoder.feed(line)
-                                if event is not None:
-                                    yield event
-                        except httpx.TransportError:
-                            pass  # cut mid-stream: the accumulator sees no terminal event
-                        return
-                    response.read()
-            except httpx.TransportError as exc:
-                delay = self._wait_or_raise(attempt, exc=exc)
-            else:
-                delay = self._wait_or_raise(attempt, response)
-            time.sleep(delay)
+        with closing(self._send(url, headers, body, stream=True)) as response:
+            yield from _events(response.iter_lines())
 
-    # Alike by design (post/stream above): the async loops are the sync ones with awaited calls (a
-    # fresh AsyncClient per call); the retry decision is _wait_or_raise's, and each loop counts its
-    # attempts (test_retries_exhausted / _async pin both).
     # -- async --------------------------------------------------------------------------------
+    # Each call opens a fresh httpx.AsyncClient (safe across event loops); _asend is _send's twin
+    # with awaited I/O, the attempts and the decision being _Attempts' in both.
+
+    async def _asend(self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any],
+                     stream: bool) -> httpx.Response:
+        attempts = _Attempts(self)
+        for delay in attempts:
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                response = await client.send(client.build_request("POST", url, headers=headers, json=body),
+                                             stream=stream)
+                if response.is_success:
+                    return response
+                async with aclosing(response):
+                    await response.aread()
+                attempts.failed(response)
+            except httpx.TransportError as exc:
+                attempts.failed(exc)
+        raise attempts.error() from None
 
     async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`post` (a fresh ``httpx.AsyncClient`` per call: safe across event loops)."""
-        attempt = -1
+        """Async :meth:`post`."""
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            while True:
-                attempt += 1
-                try:
-                    response = await client.post(url, headers=headers, json=body)
-                except httpx.TransportError as exc:
-                    delay = self._wait_or_raise(attempt, exc=exc)
-                else:
-                    if response.is_success:
-                        return self._decode(response)
-                    delay = self._wait_or_raise(attempt, response)
-                await asyncio.sleep(delay)
+            return self._decode(await self._asend(client, url, headers, body, stream=False))
 
     async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
-        attempt = -1
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            while True:
-                attempt += 1
+            response = await self._asend(client, url, headers, body, stream=True)
+            async with aclosing(response):
+                decoder = SSEDecoder()
                 try:
-                    async with client.stream("POST", url, headers=headers, json=body) as response:
-                        if response.is_success:
-                            decoder = SSEDecoder()
-                            try:
-                                async for line in response.aiter_lines():
-                                    event = decoder.feed(line)
-                                    if event is not None:
-                                        yield event
-                            except httpx.TransportError:
-                                pass
-                            return
-                        await response.aread()
-                except httpx.TransportError as exc:
-                    delay = self._wait_or_raise(attempt, exc=exc)
-                else:
-                    delay = self._wait_or_raise(attempt, response)
-                await asyncio.sleep(delay)
+                    async for line in response.aiter_lines():
+                        if (event := decoder.feed(line)) is not None:
+                            yield event
+                except httpx.TransportError:
+                    pass  # cut mid-stream, as in _events
+
+
+def _events(lines: Iterator[str]) -> Iterator[SSEEvent]:
+    """The SSE events of a response's lines; a transport failure mid-stream just ends them."""
+    decoder = SSEDecoder()
+    try:
+        for line in lines:
+            if (event := decoder.feed(line)) is not None:
+                yield event
+    except httpx.TransportError:
+        pass  # cut mid-stream: the accumulator sees no terminal event
+
+
+class _Attempts:
+    """The one retry loop of every request, without I/O: iterating yields the seconds to wait before
+    each attempt (0 before the first) and stops once a failure is final; :meth:`failed` reports an
+    attempt's failure, :meth:`error` is the final one. The attempt count lives here, not in callers."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._attempts = 0
+        self._failure: httpx.Response | httpx.TransportError | None = None
+
+    def __iter__(self) -> Iterator[float]:
+        while True:
+            delay = self._next_delay()
+            if delay is None:
+                return
+            self._attempts += 1
+            self._failure = None
+            yield delay
+
+    def _next_delay(self) -> float | None:
+        if not self._attempts:
+            return 0.0
+        assert self._failure is not None, "an attempt ended without success or failed()"
+        response = self._failure if isinstance(self._failure, httpx.Response) else None
+        return self._transport._delay(self._attempts - 1, response)
+
+    def failed(self, outcome: httpx.Response | httpx.TransportError) -> None:
+        """The attempt under way failed with this non-success response (body read) or transport error."""
+        self._failure = outcome
+
+    def error(self) -> ModelError:
+        """The ModelError of the last, final failure."""
+        failure = self._failure
+        if isinstance(failure, httpx.Response):
+            return self._transport._status_error(failure, self._attempts)
+        assert failure is not None
+        return self._transport._transport_error(failure, self._attempts)

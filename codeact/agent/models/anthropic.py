@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from codeact.agent.models._http import HTTPOptions, SSEEvent
 from codeact.agent.models.base import (
     HTTPModelClient,
     StreamAccumulator,
+    StrictTools,
     ToolChoice,
     ToolDef,
     choice_name,
@@ -27,11 +29,21 @@ from codeact.agent.models.base import (
 )
 from codeact.errors import ModelError
 
-__all__ = ["AnthropicClient", "parse_message", "to_anthropic_messages"]
+__all__ = ["STRICT_TOOLS", "AnthropicClient", "parse_message", "to_anthropic_messages"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 TRUNCATED = "the stream ended before message_stop; arguments are incomplete and must not be used"
+
+#: Anthropic's strict tool use (part of structured outputs, generally available: no ``anthropic-beta``
+#: header): optional arguments are left out of ``required``; one request may carry at most 20 strict
+#: tools, 24 optional parameters and 16 parameters with a union type (``anyOf`` or a list of types),
+#: summed over its strict tools (platform.claude.com, "Structured outputs", schema complexity limits).
+STRICT_TOOLS = StrictTools(optional="omit", max_tools=20, max_optional=24, max_unions=16)
+#: Model ids older than strict tool use (supported from the 4.5 models on): Claude 2 and 3, Opus and
+#: Sonnet 4.0 and Opus 4.1, also as Bedrock/Vertex ids.
+_BEFORE_STRICT = re.compile(
+    r"(?:^|[./:])claude-(?:instant|[23](?![0-9])|(?:opus|sonnet)-4(?:-[01](?![0-9])|-20[0-9]{6}|@|$))")
 
 _STOP: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -115,6 +127,7 @@ def parse_message(
                 text = value if isinstance(value, str) else json.dumps(value)
                 calls.append(ToolCall.from_raw(call_id, name, text))
     raw_reason = str(data.get("stop_reason") or "")
+    # Alike by design (the end of openai.parse_completion): each vendor fills the same neutral fields.
     return ModelResponse(
         text="".join(texts),
         tool_calls=calls,
@@ -209,9 +222,14 @@ class AnthropicClient(HTTPModelClient):
 
     ``base_url`` defaults to ``$ANTHROPIC_BASE_URL`` then the Anthropic API; ``api_key`` to
     ``$ANTHROPIC_API_KEY`` (sent as ``x-api-key``).
+
+    ``strict``: whether agents send strict tools (:data:`STRICT_TOOLS`) by default; ``None`` decides
+    by the model (yes from the 4.5 models on). A platform where strict tools are still a beta takes
+    ``extra_headers={"anthropic-beta": "structured-outputs-2025-11-13"}``.
     """
 
     provider = "anthropic"
+    strict_tools = STRICT_TOOLS
 
     def __init__(
         self,
@@ -224,6 +242,7 @@ class AnthropicClient(HTTPModelClient):
         options: HTTPOptions | None = None,
         extra_body: dict[str, Any] | None = None,
         extra_headers: dict[str, str] | None = None,
+        strict: bool | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         opts = options or HTTPOptions(timeout=timeout, max_retries=max_retries)
@@ -231,6 +250,7 @@ class AnthropicClient(HTTPModelClient):
         self._base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.extra_body = dict(extra_body or {})
         self.extra_headers = dict(extra_headers or {})
+        self.supports_strict_tools = _BEFORE_STRICT.search(model) is None if strict is None else strict
 
     @property
     def base_url(self) -> str:

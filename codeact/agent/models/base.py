@@ -11,13 +11,15 @@ import abc
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing, closing
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from codeact.agent.messages import Message, ModelResponse
 from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
 from codeact.errors import ModelError
+from codeact.tool_stubs.strict import OptionalForm
 
-__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "ToolChoice", "ToolDef"]
+__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "StrictTools", "ToolChoice", "ToolDef"]
 
 ToolChoice = Literal["auto", "none", "required"] | Mapping[str, str]
 ToolDef = Mapping[str, Any]
@@ -57,6 +59,27 @@ class ModelClient(Protocol):
     ) -> ModelResponse:
         """Async :meth:`complete`."""
         ...
+
+
+@dataclass(frozen=True)
+class StrictTools:
+    """How an endpoint takes strict tool definitions (``"strict": true``, constrained decoding).
+
+    A client declares it as ``strict_tools`` (and ``supports_strict_tools = True`` when the agents
+    should use it by default). ``optional``: how the schema says an argument is optional (OpenAI:
+    required but nullable; Anthropic: left out of ``required``). The ``max_*`` limits apply to one
+    request, summed over its strict tools (``None``: no limit); a tool past them is sent non-strict.
+    """
+
+    optional: OptionalForm = "nullable"
+    max_tools: int | None = None
+    max_optional: int | None = None
+    max_unions: int | None = None
+
+    def admits(self, tools: int, optional: int, unions: int) -> bool:
+        """Whether a request's strict tools, with these totals, stay within the limits."""
+        return all(limit is None or used <= limit for used, limit in (
+            (tools, self.max_tools), (optional, self.max_optional), (unions, self.max_unions)))
 
 
 class StreamAccumulator(Protocol):

@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from codeact._deprecated import deprecated_alias
 from codeact.agent.messages import Message, ModelResponse, StopReason, ToolCall, Usage
 from codeact.agent.models._http import HTTPOptions, SSEEvent
 from codeact.agent.models.base import (
     HTTPModelClient,
     StreamAccumulator,
+    StrictTools,
     ToolChoice,
     ToolDef,
     choice_name,
@@ -27,7 +29,7 @@ from codeact.agent.models.base import (
 )
 from codeact.errors import ModelError
 
-__all__ = ["OpenAIChatClient", "OpenAIClient", "parse_completion", "to_openai_messages"]
+__all__ = ["OpenAIClient", "parse_completion", "to_openai_messages"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRUNCATED = "the stream ended before the model finished; arguments are incomplete and must not be used"
@@ -198,8 +200,10 @@ class OpenAIClient(HTTPModelClient):
     api.openai.com (newer models reject ``max_tokens``), ``"max_tokens"`` for other servers.
     """
 
-    #: The endpoint decodes ``strict`` function definitions under their schema (constrained decoding).
+    #: The endpoint decodes ``strict`` function definitions under their schema (constrained decoding):
+    #: every property required, an optional one nullable.
     supports_strict_tools = True
+    strict_tools = StrictTools(optional="nullable")
 
     provider = "openai"
 
@@ -278,5 +282,10 @@ class OpenAIClient(HTTPModelClient):
         return _ChunkAccumulator()
 
 
-#: Deprecated name of :class:`OpenAIClient` (named like ``AnthropicClient``).
-OpenAIChatClient = OpenAIClient
+if TYPE_CHECKING:
+    #: Deprecated name of :class:`OpenAIClient` (named like ``AnthropicClient``).
+    OpenAIChatClient = OpenAIClient
+else:
+    def __getattr__(name: str) -> Any:
+        return deprecated_alias(__name__, name,
+                                {"OpenAIChatClient": ("codeact.agent.models.OpenAIClient", OpenAIClient)})

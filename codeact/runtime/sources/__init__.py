@@ -9,3 +9,6 @@ holds a connection, something to close), plus a ``Toolset.from_…`` constructor
 
 Part of floor 3 (``runtime``). Nothing is imported here: ``mcp`` loads the MCP SDK, which is slow.
 """
+
+#: Nothing is re-exported: each source is its module (``from codeact.runtime.sources.http import ...``).
+__all__: list[str] = []

@@ -23,10 +23,11 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import quote
 
-import httpx
+if TYPE_CHECKING:  # annotations only: httpx loads with the first HttpClient, not with codeact
+    import httpx
 
 from ...errors import ToolDefinitionError, ToolError
 from ...tool_stubs import ToolSpec

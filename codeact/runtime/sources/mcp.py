@@ -42,9 +42,8 @@ from .._tool import Tool, ToolPolicy
 
 __all__ = ["MCPConnection", "MCPServerRef", "MCPTools", "aconnect", "connect", "connect_all", "is_mcp_server"]
 
-#: A stdio command line (a list of strings, or ``StdioServerParameters``) or a streamable-HTTP URL.
-#: How a server is named: a URL (streamable HTTP), a command line, or the SDK's stdio parameters.
-#: (Not ``MCPServer``: that is the SDK's server class.)
+#: How a server is named: a streamable-HTTP URL, a stdio command line (a list of strings), or the
+#: SDK's ``StdioServerParameters``. (Not ``MCPServer``: that is the SDK's server class.)
 MCPServerRef: TypeAlias = "str | Sequence[str] | StdioServerParameters"
 _WRAP_MARK = "x-fastmcp-wrap-result"  # mcp 1.x wraps non-object results as {"result": value}
 _MAX_PAGES = 100

@@ -5,7 +5,8 @@
   JSON request body: a plain object body's properties become arguments of their own, any other
   body is one ``body`` argument; cookie parameters are not supported and left out;
 * ``$ref``s are resolved; component schemas go into the tool schema's ``$defs`` (so the stubs get
-  named ``TypedDict``s, and recursive schemas work); OpenAPI 3.0's ``nullable`` and boolean
+  named ``TypedDict``s, and recursive schemas work); OpenAPI 3.0's ``nullable`` (beside a ``type``,
+  an ``enum``, ``oneOf``/``anyOf``/``allOf`` or a ``$ref``: see ``_with_null``) and boolean
   ``exclusiveMinimum``/``exclusiveMaximum`` become their JSON Schema forms;
 * the first 2xx JSON response schema is the tool's output schema (its stub's return type);
 * each tool's group (for the index a large toolset's prompt shows) is its first tag, else its
@@ -17,12 +18,15 @@ validator compiled) at its first call rather than up front: a broken schema in t
 that tool's calls with a clear error instead of failing the whole toolset.
 
 Operations without a JSON (or empty) request body are left out unless asked for by name, which
-raises: they cannot be called with JSON arguments.
+raises: they cannot be called with JSON arguments. Left out is not silent: each is listed as
+``(name, reason)`` in the ``skipped`` list a caller passes (``Toolset.from_openapi`` keeps it as
+``Toolset.skipped``), and one log line (logger ``codeact.runtime.sources.openapi``, WARNING) names them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -44,6 +48,7 @@ __all__ = ["load_openapi", "openapi_endpoints", "openapi_tools"]
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # the OpenAPI spec says so
 _MAX_REF_HOPS = 32
+_log = logging.getLogger(__name__)
 
 
 def load_openapi(source: Mapping[str, Any] | str | os.PathLike[str],
@@ -84,15 +89,19 @@ def _parse(text: str, where: str) -> dict[str, Any]:
 
 def openapi_tools(spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
                   base_url: str | None = None, auth: HttpAuth | httpx.Auth | None = None, *,
-                  client: HttpClient | None = None, timeout_s: float = 30.0) -> list[Tool]:
-    """HTTP tools for the document's operations (all, or those named: operationIds or ``"GET /path"``)."""
-    endpoints = openapi_endpoints(spec, operations, base_url, timeout_s=timeout_s)
+                  client: HttpClient | None = None, timeout_s: float = 30.0,
+                  skipped: list[tuple[str, str]] | None = None) -> list[Tool]:
+    """HTTP tools for the document's operations (all, or those named: operationIds or ``"GET /path"``);
+    the operations left out are appended to ``skipped`` as ``(name, reason)``."""
+    endpoints = openapi_endpoints(spec, operations, base_url, timeout_s=timeout_s, skipped=skipped)
     return [e.to_tool(auth=auth, client=client) for e in endpoints]
 
 
 def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
-                      base_url: str | None = None, *, timeout_s: float = 30.0) -> list[HttpEndpoint]:
-    """The :class:`HttpEndpoint` of each chosen operation, with absolute URLs."""
+                      base_url: str | None = None, *, timeout_s: float = 30.0,
+                      skipped: list[tuple[str, str]] | None = None) -> list[HttpEndpoint]:
+    """The :class:`HttpEndpoint` of each chosen operation, with absolute URLs. The operations left
+    out (no JSON request body) are appended to ``skipped`` as ``(name, reason)`` and logged."""
     doc, fetched_from = load_openapi(spec)
     version = str(doc.get("openapi", doc.get("swagger", "")))
     if not version.startswith("3."):
@@ -101,6 +110,7 @@ def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operatio
     wanted = None if operations is None else set(operations)
     matched: set[str] = set()
     found: list[HttpEndpoint] = []
+    left_out: list[tuple[str, str]] = []
     converter = _Converter(doc)  # one for the document: each component schema is converted once
     for path, method, op, item in _operations(doc):
         name = _name(op, method, path)
@@ -109,12 +119,19 @@ def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operatio
             continue
         matched |= keys
         endpoint = converter.endpoint(name, method, path, op, item, timeout_s, strict=wanted is not None)
-        if endpoint is not None:
+        if isinstance(endpoint, str):
+            left_out.append((name, endpoint))
+        else:
             found.append(replace(endpoint, url=root + "/" + endpoint.url.lstrip("/")))
     missing = sorted(w for w in wanted or () if w not in matched)
     if missing:
         available = ", ".join(_name(op, m, p) for p, m, op, _ in _operations(doc))
         raise ToolDefinitionError(f"no operation(s) {missing} in the OpenAPI document (available: {available})")
+    if left_out:
+        _log.warning("left out %d of %d OpenAPI operations (see Toolset.skipped): %s",
+                     len(left_out), len(found) + len(left_out), "; ".join(f"{n}: {why}" for n, why in left_out))
+        if skipped is not None:
+            skipped.extend(left_out)
     return found
 
 
@@ -169,6 +186,34 @@ def _group(op: dict[str, Any], name: str, path: str) -> str | None:
     return first or None
 
 
+#: Keywords that constrain a value apart from ``type``: with them, "or null" needs a wrapper.
+_COMBINED = ("$ref", "allOf", "anyOf", "oneOf", "not", "const")
+#: Keywords that describe a schema and stay on the outside of that wrapper (the stub's docs).
+_ANNOTATIONS = frozenset({"title", "description", "default", "example", "examples", "deprecated", "readOnly",
+                          "writeOnly", "externalDocs"})
+
+
+def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI 3.0's ``nullable: true`` in JSON Schema: the schema accepts ``null`` too.
+
+    A plain typed schema gets ``"null"`` in its ``type`` (and ``None`` in its ``enum``: GitHub, for
+    one, documents enums such as ``state_reason`` as nullable without listing null); a schema with
+    ``oneOf``/``anyOf``/``allOf``/``$ref``/``not``/``const`` becomes ``{"anyOf": [schema, {"type":
+    "null"}]}``, its title, description and default kept outside."""
+    if not any(k in schema for k in _COMBINED):
+        kind = schema.get("type")
+        if isinstance(kind, str) and kind != "null":
+            schema["type"] = [kind, "null"]
+        elif isinstance(kind, list) and "null" not in kind:
+            schema["type"] = [*kind, "null"]
+        enum = schema.get("enum")
+        if isinstance(enum, list) and None not in enum:
+            schema["enum"] = [*enum, None]
+        return schema
+    inner = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+    return {"anyOf": [inner, {"type": "null"}], **{k: v for k, v in schema.items() if k in _ANNOTATIONS}}
+
+
 class _Converter:
     """A document's schemas as JSON Schema. Component schemas are converted once and shared: each
     tool's ``$defs`` holds (the same objects of) those it uses, directly or through others."""
@@ -180,12 +225,13 @@ class _Converter:
         self._used: list[set[str]] = [set()]  # what the schema being converted refers to (a stack)
 
     def endpoint(self, name: str, method: str, path: str, op: dict[str, Any], item: dict[str, Any],
-                 timeout_s: float, strict: bool) -> HttpEndpoint | None:
+                 timeout_s: float, strict: bool) -> HttpEndpoint | str:
+        """The operation's endpoint, or why it is left out."""
         params = self._parameters(item, op)
         body = self._body(op, {p.name for p in params}, name, strict)
-        if body is None:
+        if isinstance(body, str):
             self._defs()
-            return None
+            return body
         input_defs = self._defs()
         output = self._output(op)
         summary, detail = str(op.get("summary") or "").strip(), str(op.get("description") or "").strip()
@@ -235,11 +281,14 @@ class _Converter:
                     self._used.append(set())
                     self.components[key] = self.schema(self.resolve({"$ref": ref}))
                     self._refs_of[key] = self._used.pop()
-                return {"$ref": "#/$defs/" + ref[len(prefix):]}
-            return self.schema(self.resolve(node))
+                target: Any = {"$ref": "#/$defs/" + ref[len(prefix):]}
+            else:
+                target = self.schema(self.resolve(node))
+            # 3.0 says a $ref's siblings are ignored; a nullable one still means "or null" to its author
+            return _with_null(dict(target)) if node.get("nullable") is True and isinstance(target, dict) else target
         out = {k: self.schema(v) for k, v in node.items()}
-        if out.pop("nullable", False) is True and isinstance(out.get("type"), str):
-            out["type"] = [out["type"], "null"]
+        if out.pop("nullable", False) is True:
+            out = _with_null(out)
         for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(bound), bool):
                 if out.pop(bound) and limit in out:
@@ -269,17 +318,18 @@ class _Converter:
                                  description=str(param.get("description") or ""), wire_name=wire))
         return out
 
-    def _body(self, op: dict[str, Any], taken: set[str], name: str, strict: bool) -> list[HttpParam] | None:
-        """The body's arguments ([] for none); None to leave a non-JSON operation out."""
+    def _body(self, op: dict[str, Any], taken: set[str], name: str, strict: bool) -> list[HttpParam] | str:
+        """The body's arguments ([] for none); for a non-JSON operation, why it is left out."""
         request = self.resolve(op.get("requestBody"))
         if not isinstance(request, dict):
             return []
         content = request.get("content") or {}
         media = next((v for k, v in content.items() if k.split(";")[0].strip().endswith(("/json", "+json"))), None)
         if media is None:
+            why = f"takes no JSON request body ({', '.join(map(str, content)) or 'no content types'})"
             if strict:
-                raise ToolDefinitionError(f"operation {name!r} takes no JSON request body ({', '.join(content)})")
-            return None
+                raise ToolDefinitionError(f"operation {name!r} {why}")
+            return why
         raw = media.get("schema") if isinstance(media, dict) else None
         required = bool(request.get("required"))
         shape = self.resolve(raw) if isinstance(raw, dict) else {}

@@ -22,18 +22,33 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+try:  # flat in the sandbox image; a package when imported on the host
+    from .frames import RETRYABLE_CODES
+except ImportError:
+    from frames import RETRYABLE_CODES  # type: ignore[no-redef]
+
 if TYPE_CHECKING:  # asyncio and concurrent.futures cost tens of ms to import: a kernel starts without them
     import asyncio
 
 
+# Alike by design (codeact.errors.ToolError): the sandbox cannot import the host's package, so the
+# class is mirrored here; tests/sandbox/test_tool_error_parity.py pins that the two agree.
 class ToolError(Exception):
-    """A tool call failed on the host. ``code`` says why; ``retryable`` says if retrying may help."""
+    """A tool call failed on the host. ``code`` says why; ``retryable`` says if retrying may help.
 
-    def __init__(self, code: str, message: str, retryable: bool = False) -> None:
-        super().__init__(f"[{code}] {message}")
+    The same constructor and attributes as the host's ``codeact.errors.ToolError``: ``retryable``
+    defaults from the code (timeout, rate_limited and upstream_error are retryable);
+    ``retry_after`` (seconds) is a hint from the upstream, when it gave one.
+    """
+
+    def __init__(self, code: str, message: str, retryable: bool | None = None, *,
+                 retry_after: float | None = None, data: Any = None) -> None:
         self.code = code
         self.message = message
-        self.retryable = retryable
+        self.retryable = code in RETRYABLE_CODES if retryable is None else retryable
+        self.retry_after = retry_after
+        self.data = data
+        super().__init__(f"[{code}] {message}")
 
 
 class _Slot:
@@ -135,10 +150,14 @@ def _unpack(reply: dict[str, Any] | None) -> Any:
     if reply.get("ok"):
         return reply.get("value")
     error = reply.get("error") or {}
+    retryable = error.get("retryable")
+    retry_after = error.get("retry_after")
     raise ToolError(
         str(error.get("code", "tool_exception")),
         str(error.get("message", "the tool call failed")),
-        bool(error.get("retryable", False)),
+        None if retryable is None else bool(retryable),  # not said: from the code, as on the host
+        retry_after=float(retry_after) if isinstance(retry_after, (int, float)) else None,
+        data=error.get("data"),
     )
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CODE_ERROR", "FRAMES", "FROM_HOST", "FROM_KERNEL", "TERMINATIONS", "Field", "problem"]
+__all__ = ["CODE_ERROR", "FRAMES", "FROM_HOST", "FROM_KERNEL", "RETRYABLE_CODES", "TERMINATIONS", "Field", "problem"]
 
 
+# Alike by design (any __init__ that stores its keyword arguments, e.g. ToolHost's): a plain slotted
+# class, not a dataclass, because importing dataclasses (and inspect) would slow every kernel start.
 class Field:
     """One key of a frame: its kind, whether it must be present, and its bounds."""
 
@@ -43,6 +45,10 @@ def _frame(*fields: Field) -> dict[str, Field]:
 
 
 TERMINATIONS = ("completed", "error", "output_limit")
+#: Tool error codes for which the same call, unchanged, may succeed later: a ``ToolError`` without
+#: an explicit ``retryable`` derives it from these. A copy of ``codeact.errors.RETRYABLE_CODES``
+#: (this file cannot import codeact); tests/sandbox/test_tool_error_parity.py holds the two equal.
+RETRYABLE_CODES: frozenset[str] = frozenset({"timeout", "rate_limited", "upstream_error"})
 STREAMS = ("stdout", "stderr")
 #: The most ``[stream, text]`` pairs one ``output`` frame carries.
 MAX_CHUNKS = 10_000

@@ -104,6 +104,8 @@ class LazyStubs:
                 made = [self.scope[n] for n in todo]
                 self.scope["__codeact_mark_defaults__"](made)
                 for name, fn in zip(todo, made, strict=True):
+                    if fn.__doc__ is None:  # lean stubs carry no docstring: help() says where the docs are
+                        fn.__doc__ = f"A tool: describe_tool({name!r}) shows its parameters, types and result."
                     self.compiled[name] = fn
                     del self.sources[name]
             return {n: self.compiled[n] for n in names}

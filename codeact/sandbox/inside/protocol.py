@@ -93,6 +93,19 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+def _parse(body: bytes) -> dict[str, Any]:
+    """One frame's JSON object (no NaN/Infinity), or FrameError: what both sides accept."""
+    try:
+        message = _DECODER.decode(body.decode("utf-8"))
+    except RecursionError:
+        raise FrameError("frame nests too deep to parse") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FrameError(f"frame is not valid JSON: {exc}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise FrameError("frame is not an object with a string 'type'")
+    return message
+
+
 def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, Any]:
     """Decode one frame the sandbox sent, bounding what parsing it can cost the host.
 
@@ -113,14 +126,7 @@ def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, 
         stripped = _STRING.sub(b"", body)  # brackets inside strings cost nothing to parse
         if stripped.count(b"[") + stripped.count(b"{") > budget:
             raise FrameError(f"frame holds more than {budget} arrays and objects")
-    try:
-        message = _DECODER.decode(body.decode("utf-8"))
-    except RecursionError:
-        raise FrameError("frame nests too deep to parse") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise FrameError(f"frame is not valid JSON: {exc}") from None
-    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-        raise FrameError("frame is not an object with a string 'type'")
+    message = _parse(body)
     # The frame's own object and the arguments object are two levels; MAX_DEPTH more may follow.
     if containers > MAX_DEPTH and message["type"] == "call" and _nests_deeper(body, MAX_DEPTH + 2):
         message["arguments"] = RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
@@ -183,16 +189,7 @@ class FrameSocket:
 
     def recv(self) -> dict[str, Any]:
         """Read one frame; raise FrameError on oversize or garbage, PeerClosed on EOF."""
-        body = self.recv_body()
-        try:
-            message = json.loads(body)
-        except RecursionError:
-            raise FrameError("frame nests too deep to parse") from None
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise FrameError(f"frame is not valid JSON: {exc}") from None
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            raise FrameError("frame is not an object with a string 'type'")
-        return message
+        return _parse(self.recv_body())
 
     def has_buffered(self) -> bool:
         return len(self._buf) >= _HEADER.size

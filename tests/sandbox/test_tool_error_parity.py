@@ -1,0 +1,68 @@
+"""One ``ToolError`` meaning on both sides of the channel: the class the model's code catches in
+the sandbox (``sandbox/inside/client.py``, standard library only) and the host's
+(``codeact.errors``) take the same arguments, default ``retryable`` from the same codes and carry
+the same attributes."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, get_args
+
+import pytest
+
+from codeact import Runtime
+from codeact import errors as host
+from codeact.sandbox.inside import client as inside
+from codeact.sandbox.inside import frames
+
+CODES = [*get_args(host.ErrorCode), "some_future_code"]
+
+
+def test_the_retryable_codes_are_one_set() -> None:
+    assert frames.RETRYABLE_CODES == host.RETRYABLE_CODES
+    assert host.RETRYABLE_CODES <= set(get_args(host.ErrorCode))
+
+
+def test_the_constructors_have_one_signature() -> None:
+    assert inspect.signature(inside.ToolError.__init__) == inspect.signature(host.ToolError.__init__)
+
+
+@pytest.mark.parametrize("code", CODES)
+@pytest.mark.parametrize("retryable", [None, True, False])
+def test_both_classes_agree_for_every_code(code: str, retryable: bool | None) -> None:
+    args: tuple[Any, ...] = (code, "the message") if retryable is None else (code, "the message", retryable)
+    ours, theirs = inside.ToolError(*args), host.ToolError(*args)
+    assert vars(ours) == vars(theirs)
+    assert ours.retryable is (code in host.RETRYABLE_CODES if retryable is None else retryable)
+    assert (str(ours), ours.args) == (str(theirs), theirs.args)
+
+
+def test_both_classes_carry_retry_after_and_data() -> None:
+    kwargs: dict[str, Any] = {"retry_after": 1.5, "data": {"status": 429}}
+    ours = inside.ToolError("rate_limited", "slow down", **kwargs)
+    theirs = host.ToolError("rate_limited", "slow down", **kwargs)
+    assert vars(ours) == vars(theirs) == {"code": "rate_limited", "message": "slow down", "retryable": True,
+                                          "retry_after": 1.5, "data": {"status": 429}}
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_a_result_frame_without_retryable_derives_it_from_the_code(code: str) -> None:
+    with pytest.raises(inside.ToolError) as caught:
+        inside._unpack({"ok": False, "error": {"code": code, "message": "m"}})
+    assert caught.value.retryable is (code in host.RETRYABLE_CODES)
+
+
+def test_a_result_frame_says_retryable_and_retry_after() -> None:
+    with pytest.raises(inside.ToolError) as caught:
+        inside._unpack({"ok": False, "error": {"code": "timeout", "message": "m", "retryable": False,
+                                               "retry_after": 2, "data": [1]}})
+    assert vars(caught.value) == {"code": "timeout", "message": "m", "retryable": False, "retry_after": 2.0,
+                                  "data": [1]}
+
+
+def test_the_code_in_the_sandbox_gets_the_same_defaults(runtime: Runtime) -> None:
+    with runtime.session() as s:
+        result = s.run("e = ToolError('timeout', 'x', retry_after=3)\n"
+                       "(e.retryable, e.retry_after, e.data, ToolError('not_found', 'y').retryable)")
+    assert result.termination == "completed", result
+    assert result.value == [True, 3, None, False]  # a tuple comes back as a JSON list
