@@ -83,9 +83,12 @@ def _digest(path: str, budget: list[int]) -> bytes | None:
     return h.digest()
 
 
-def snapshot(root: str | os.PathLike[str]) -> WorkspaceSnapshot:
-    """The workspace's state now (taken right before a run)."""
+def snapshot(root: str | os.PathLike[str], reuse: WorkspaceSnapshot | None = None) -> WorkspaceSnapshot:
+    """The workspace's state now (taken right before a run). ``reuse``: an earlier snapshot, returned
+    as it is when it found the workspace empty and the root's signature is the same now (one ``stat``)."""
     root = os.fspath(root)
+    if reuse is not None and reuse.empty_root is not None and _root_sig(root) == reuse.empty_root:
+        return reuse
     snap = WorkspaceSnapshot()
     recent = time.time_ns() - _RECENT_NS
     budget = [_HASH_BUDGET]

@@ -204,6 +204,7 @@ class Session:
         self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
         self._restored = False  # the next result says restored
         self._interrupted = False
+        self._workspace: WorkspaceSnapshot | None = None  # the last run's snapshot of the workspace
 
     @property
     def workspace(self) -> Path:
@@ -256,20 +257,19 @@ class Session:
                     _lifecycle.forget_state(self)
                     note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
             restored, self._restored = self._restored, False
-            result = self._run_cell(code, timeout_s, sink=sink)
-            result.restored = restored
+            result = self._run_cell(code, timeout_s, sink=sink, restored=restored)
             if note is not None:
                 result.reason = note if result.reason is None else f"{result.reason}; {note}"
             self.last_used = time.monotonic()
             return result
 
     def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True,
-                  sink: _events._Sink | None = None) -> ExecutionResult:
+                  sink: _events._Sink | None = None, restored: bool = False) -> ExecutionResult:
         """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
         driver = self._ensure()
         self._interrupted = False
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
-        before = snapshot(driver.sandbox.workspace)
+        before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace)
 
         on_call = self._call_handler(driver, ledger)
 
@@ -283,10 +283,9 @@ class Session:
                              on_output=sink.output if sink is not None else None)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
-        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars)
-        if self._interrupted and not result.ok:
-            result.termination, result.reason = "interrupted", "the run was interrupted on request"
-        result.files = _written_files(driver.sandbox, before)
+        files = _written_files(driver.sandbox, before)
+        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
+                           files=files, interrupted=self._interrupted, restored=restored)
         if outcome.state_lost:
             self._discard()
         if log:
@@ -437,7 +436,9 @@ def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[Tool
 
 
 def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, timeout_s: float,
-              max_result_chars: int) -> ExecutionResult:
+              max_result_chars: int, *, files: list[FileInfo], interrupted: bool = False,
+              restored: bool = False) -> ExecutionResult:
+    """The run's result, built once from everything it collected (``interrupted``: on request)."""
     done = outcome.done
     termination = outcome.termination
     if outcome.interrupted and (done is None or done.termination != "completed"):
@@ -452,20 +453,22 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         reason = f"the code wrote more than {config.output_limit} characters"
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
                          f"the run ended ({termination}) before this call finished")
-    result = ExecutionResult(ok=termination == "completed", termination=termination,
-                             error=error, calls=_bounded_records(ledger.final_records(), max_result_chars),
-                             duration_ms=outcome.wall_ms,
-                             state_lost=outcome.state_lost, reason=reason)
+    ok = termination == "completed"
+    if interrupted and not ok:
+        termination, reason = "interrupted", "the run was interrupted on request"
+    fields: dict[str, Any] = {}
     if done is not None:
         cap = config.output_cap
-        result.stdout, result.stderr = done.stdout[:cap], done.stderr[:cap]
-        result.stdout_truncated = done.stdout_truncated or len(done.stdout) > cap
-        result.stderr_truncated = done.stderr_truncated or len(done.stderr) > cap
-        result.value = bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value")
+        fields.update(stdout=done.stdout[:cap], stderr=done.stderr[:cap],
+                      stdout_truncated=done.stdout_truncated or len(done.stdout) > cap,
+                      stderr_truncated=done.stderr_truncated or len(done.stderr) > cap,
+                      value=bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value"))
         if done.final is not None:
-            result.final_answer = _shallow(done.final.get("value"))
-            result.answered = True
-    return result
+            fields.update(final_answer=_shallow(done.final.get("value")), answered=True)
+    return ExecutionResult(ok=ok, termination=termination, error=error,
+                           calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
+                           duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
+                           restored=restored, **fields)
 
 
 def _shallow(value: Any) -> Any:
