@@ -19,10 +19,15 @@ from .toolset import Tool
 
 
 def _jsonable(name: str, value: Any) -> Any:
+    if value is None or type(value) in _SCALARS:  # what pydantic would give back unchanged
+        return value
     try:
         return to_jsonable_python(value)
     except Exception as exc:
         raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
+
+
+_SCALARS = frozenset({str, int, float, bool})
 
 
 class _Refusal:

@@ -98,6 +98,10 @@ _DIED = "the sandbox closed the channel"
 _GO_ON = "go on"
 
 
+#: A call's (deadline, seq, expire, call to run on the reading thread or None).
+_Timer = tuple[float, int, Callable[[], None], "Callable[[], None] | None"]
+
+
 class _Run:
     """One run's state, shared by the thread that started it and the leader threads that read its
     frames in turn (``cond`` guards ``leader``, ``outcome``, ``timers`` and ``busy``'s reset)."""
@@ -113,12 +117,13 @@ class _Run:
         self.grace_s = grace_s
         self.max_call_bytes = max_call_bytes
         self.cond = threading.Condition(threading.Lock())
-        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        #: (deadline, seq, expire, call) of the calls handed off: their timeouts, soonest first.
+        self.timers: list[_Timer] = []
         self.interrupted = False
         #: Which thread reads the frames: _CALLER, then 1, 2, … as leaders take over; -1 once ended.
         self.leader = _CALLER
-        #: The call the leader is running now, if any.
-        self.busy: object = None
+        #: The call the leader is running now, if any (its timer joins ``timers`` at a take-over).
+        self.busy: _Timer | None = None
         self.outcome: RunOutcome | None = None
 
 
@@ -299,7 +304,7 @@ class KernelDriver:
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
-    def _guarded(self, run: _Run, me: int, work: Callable[[], None] | None) -> RunOutcome | None:
+    def _guarded(self, run: _Run, me: int, work: _Timer | None) -> RunOutcome | None:
         """Lead ``run`` (see :meth:`_lead`); the outcome when this thread ended it, else None."""
         try:
             ended = self._lead(run, me, work)
@@ -311,7 +316,7 @@ class KernelDriver:
             return None  # the run was ended or taken over meanwhile: nothing more to do here
         return self._died(run.interrupted) if ended is _DIED else self._violation(ended)
 
-    def _follow(self, run: _Run, me: int, work: Callable[[], None] | None) -> None:
+    def _follow(self, run: _Run, me: int, work: _Timer | None) -> None:
         """A leader thread's part: lead, then publish the outcome if this thread ended the run."""
         outcome = self._guarded(run, me, work)
         if outcome is not None:
@@ -321,7 +326,7 @@ class KernelDriver:
                     run.leader = -1
                     run.cond.notify_all()
 
-    def _lead(self, run: _Run, me: int, work: Callable[[], None] | None) -> RunOutcome | str | None:
+    def _lead(self, run: _Run, me: int, work: _Timer | None) -> RunOutcome | str | None:
         """Read and handle frames while ``me`` leads ``run``. Returns the outcome of a ``done``
         frame, :data:`_DIED`, or a protocol violation's reason when this thread ended the run;
         None when another thread ended it or took over, or when the caller handed the reading on."""
@@ -381,22 +386,25 @@ class KernelDriver:
         handled = run.on_call(seq, message["name"], message.get("arguments"), self.sandbox.channel.last_size)
         if handled is None:
             return _GO_ON
-        with run.cond:
-            heapq.heappush(run.timers, (handled[0], seq, handled[1]))
-        call = handled[2]
-        if call is None:
+        timer = (handled[0], seq, handled[1], handled[2])
+        if handled[2] is None:
+            with run.cond:
+                heapq.heappush(run.timers, timer)
             return _GO_ON
         if me == _CALLER:  # the first call to run here: a leader takes the reading, the caller the watch
             run.leader = 1
-            _LEADERS.start(functools.partial(self._follow, run, 1, call))
+            run.busy = timer
+            _LEADERS.start(functools.partial(self._follow, run, 1, timer))
             return None
-        return _GO_ON if self._busy(run, me, call) else None
+        return _GO_ON if self._busy(run, me, timer) else None
 
     @staticmethod
-    def _busy(run: _Run, me: int, call: Callable[[], None]) -> bool:
-        """Run ``call`` on this leader thread; whether this thread still leads afterwards (the watch
+    def _busy(run: _Run, me: int, timer: _Timer) -> bool:
+        """Run the call on this leader thread; whether this thread still leads afterwards (the watch
         hands the reading on to a new leader when a call keeps it busy)."""
-        run.busy = call
+        run.busy = timer
+        call = timer[3]
+        assert call is not None
         try:
             call()
         finally:
@@ -425,6 +433,7 @@ class KernelDriver:
                     run.interrupted = True
                     run.deadline = now + run.grace_s
                 elif run.busy is not None and run.busy is seen:
+                    heapq.heappush(run.timers, run.busy)  # its timeout is the next leader's to keep
                     run.leader += 1
                     run.busy = seen = None
                     _LEADERS.start(functools.partial(self._follow, run, run.leader, None))

@@ -147,9 +147,12 @@ class PeerClosed(FrameError):
     """The peer closed the connection."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """Serialize one message as a frame."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODER.encode(message)  # one encoder for every frame: json.dumps would make one each time
     # "replace": a lone surrogate (print('\ud800')) becomes '?' instead of an unsendable frame.
     body = text.encode("utf-8", "replace")
     return _HEADER.pack(len(body)) + body
