@@ -20,7 +20,7 @@ from typing import Any
 from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from .base import Sandbox
-from .inside.frames import FROM_KERNEL, problem
+from .inside.frames import FROM_KERNEL, TERMINATIONS, problem
 from .inside.protocol import VERSION, FrameError, PeerClosed, bindable, decode_bounded, encode
 
 __all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
@@ -104,10 +104,10 @@ _Timer = tuple[float, int, Callable[[], None], "Callable[[], None] | None"]
 
 class _Run:
     """One run's state, shared by the thread that started it and the leader threads that read its
-    frames in turn (``cond`` guards ``leader``, ``outcome``, ``timers`` and ``busy``'s reset)."""
+    frames in turn (``lock`` guards ``leader``, ``outcome``, ``timers`` and ``busy``'s reset)."""
 
-    __slots__ = ("busy", "cond", "deadline", "grace_s", "id", "interrupted", "leader", "max_call_bytes", "on_call",
-                 "outcome", "timers")
+    __slots__ = ("busy", "cond", "deadline", "grace_s", "id", "interrupted", "leader", "lock", "max_call_bytes",
+                 "on_call", "outcome", "timers")
 
     def __init__(self, run_id: str, on_call: CallHandler, deadline: float, grace_s: float,
                  max_call_bytes: int | None) -> None:
@@ -116,7 +116,9 @@ class _Run:
         self.deadline = deadline
         self.grace_s = grace_s
         self.max_call_bytes = max_call_bytes
-        self.cond = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()
+        #: Made at the hand-off to a leader (over ``lock``): the caller waits on it from then on.
+        self.cond: threading.Condition | None = None
         #: (deadline, seq, expire, call) of the calls handed off: their timeouts, soonest first.
         self.timers: list[_Timer] = []
         self.interrupted = False
@@ -320,6 +322,7 @@ class KernelDriver:
         """A leader thread's part: lead, then publish the outcome if this thread ended the run."""
         outcome = self._guarded(run, me, work)
         if outcome is not None:
+            assert run.cond is not None
             with run.cond:
                 if run.outcome is None:
                     run.outcome = outcome
@@ -334,7 +337,7 @@ class KernelDriver:
             return None
         timers = run.timers
         while True:
-            with run.cond:
+            with run.lock:
                 if me != _CALLER and (run.outcome is not None or run.leader != me):
                     return None
                 now = time.monotonic()
@@ -371,7 +374,7 @@ class KernelDriver:
         """Handle one frame of ``run`` (see :meth:`_lead`); :data:`_GO_ON` to read the next."""
         kind = message.get("type")
         if kind == "done":
-            issue = problem(message, _DONE)
+            issue = _done_problem(message)
             if issue is not None:
                 return f"malformed done frame: {one_line(issue, 300)}"
             if message["id"] != run.id:
@@ -388,12 +391,13 @@ class KernelDriver:
             return _GO_ON
         timer = (handled[0], seq, handled[1], handled[2])
         if handled[2] is None:
-            with run.cond:
+            with run.lock:
                 heapq.heappush(run.timers, timer)
             return _GO_ON
         if me == _CALLER:  # the first call to run here: a leader takes the reading, the caller the watch
             run.leader = 1
             run.busy = timer
+            run.cond = threading.Condition(run.lock)
             _LEADERS.start(functools.partial(self._follow, run, 1, timer))
             return None
         return _GO_ON if self._busy(run, me, timer) else None
@@ -408,7 +412,7 @@ class KernelDriver:
         try:
             call()
         finally:
-            with run.cond:
+            with run.lock:
                 still = run.leader == me
                 if still:
                     run.busy = None
@@ -419,8 +423,10 @@ class KernelDriver:
         grace), and start a new leader when the current one was busy in the same call at two checks
         in a row (a call busy longer than :data:`WATCH_S` to 2× that)."""
         seen: object = None
+        cond = run.cond
+        assert cond is not None
         while True:
-            with run.cond:
+            with cond:
                 if run.outcome is not None:
                     return run.outcome
                 now = time.monotonic()
@@ -440,7 +446,7 @@ class KernelDriver:
                     continue
                 else:
                     seen = run.busy
-                    run.cond.wait(min(WATCH_S, run.deadline - now))
+                    cond.wait(min(WATCH_S, run.deadline - now))
                     continue
             if killed is not None:
                 self._kill()
@@ -504,6 +510,7 @@ class KernelDriver:
 
 _CALL, _DONE, _OUTPUT = FROM_KERNEL["call"], FROM_KERNEL["done"], FROM_KERNEL["output"]
 _CALL_KEYS = frozenset(_CALL)
+_DONE_KEYS = frozenset(_DONE)
 _MAX_NAME = _CALL["name"].max_len or 0
 
 
@@ -515,6 +522,19 @@ def _expect(message: dict[str, Any], kind: str) -> dict[str, Any]:
     if issue is not None:
         raise FrameError(f"malformed {kind} frame: {issue}")
     return message
+
+
+def _done_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with a done frame, if anything (``frames.FROM_KERNEL["done"]``), with the
+    common case (no error, no final answer) checked inline."""
+    termination = message.get("termination")
+    if (type(message.get("id")) is str and type(termination) is str and termination in TERMINATIONS
+            and message.keys() <= _DONE_KEYS and message.get("error") is None and message.get("final") is None
+            and type(message.get("stdout", "")) is str and type(message.get("stderr", "")) is str
+            and type(message.get("stdout_truncated", False)) is bool
+            and type(message.get("stderr_truncated", False)) is bool):
+        return None
+    return problem(message, _DONE)
 
 
 def _call_problem(message: dict[str, Any]) -> str | None:
