@@ -11,6 +11,7 @@ import heapq
 import json
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -198,7 +199,7 @@ class KernelDriver:
     def _send(self, message: dict[str, Any]) -> None:
         data = encode(message)
         with self._write_lock:
-            self.sandbox.channel.sock.sendall(data)
+            _send_all(self.sandbox.channel.sock, data)
 
     def reply(self, seq: int, payload: dict[str, Any]) -> None:
         """Answer a call; safe from any thread; a dead kernel is ignored."""
@@ -461,7 +462,8 @@ class KernelDriver:
         ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
         chan = self.sandbox.channel
         until = time.monotonic() + wait
-        chan.sock.settimeout(wait)
+        if chan.sock.gettimeout() != wait:  # each settimeout is a syscall; a leader waits the same each time
+            chan.sock.settimeout(wait)
         while True:
             message = decode_bounded(chan.recv_body(), max_call_bytes)
             if message.get("type") != "output":
@@ -522,6 +524,21 @@ def _expect(message: dict[str, Any], kind: str) -> dict[str, Any]:
     if issue is not None:
         raise FrameError(f"malformed {kind} frame: {issue}")
     return message
+
+
+def _send_all(sock: socket.socket, data: bytes) -> None:
+    """``sock.sendall(data)`` without the ``poll`` a socket with a timeout makes before each send:
+    such a socket is non-blocking, so one direct write is tried first (it cannot hang), and
+    ``sendall`` (with its timeout) sends whatever did not fit."""
+    if sock.gettimeout() is not None:
+        try:
+            sent = os.write(sock.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        if sent == len(data):
+            return
+        data = data[sent:]
+    sock.sendall(data)
 
 
 def _done_problem(message: dict[str, Any]) -> str | None:
