@@ -2,8 +2,9 @@
 
 Where a tool call's time goes, piece by piece, in one process: the host's bookkeeping for one call
 (decode the frame, check it, bound → lookup → validate → record → run → record → reply payload →
-encode) run inline on one thread, then the same with the hand-off to a pool thread the real
-dispatch makes, and the sandbox client's own cost with and without its reader-thread hand-off.
+encode) run inline on one thread (as a session runs a plain tool: on the thread that reads the
+frames), then the same with the hand-off to a pool thread a tool seen slow still gets, and the
+sandbox client's own cost with and without its reader-thread hand-off.
 Compare with the transport floor (``make bench``) to see what is bookkeeping and what is hand-offs.
 """
 
