@@ -87,12 +87,12 @@ def snapshot(root: str | os.PathLike[str], reuse: WorkspaceSnapshot | None = Non
     """The workspace's state now (taken right before a run). ``reuse``: an earlier snapshot, returned
     as it is when it found the workspace empty and the root's signature is the same now (one ``stat``)."""
     root = os.fspath(root)
-    if reuse is not None and reuse.empty_root is not None and _root_sig(root) == reuse.empty_root:
+    sig = _root_sig(root)  # one stat serves the reuse check and the empty-root check below
+    if reuse is not None and reuse.empty_root is not None and sig == reuse.empty_root:
         return reuse
     snap = WorkspaceSnapshot()
     recent = time.time_ns() - _RECENT_NS
     budget = [_HASH_BUDGET]
-    sig = _root_sig(root)
     try:
         with os.scandir(root) as entries:
             empty = next(entries, None) is None
