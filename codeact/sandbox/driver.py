@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import json
 import os
 import queue
@@ -195,6 +196,10 @@ class KernelDriver:
         self._write_lock = threading.Lock()
         self.dead = False
         self._on_output: OutputHandler | None = None
+        # Run ids only need to differ within one kernel's life: a counter (os.urandom per run
+        # was a syscall on the hot path), behind a random prefix so ids differ across kernels.
+        self._id_prefix = os.urandom(4).hex() + "-"
+        self._run_ids = itertools.count(1)
 
     def _send(self, message: dict[str, Any]) -> None:
         data = encode(message)
@@ -293,7 +298,7 @@ class KernelDriver:
         """
         started = time.monotonic()
         self._on_output = on_output
-        run = _Run(os.urandom(16).hex(), on_call, started + timeout_s, grace_s, max_call_bytes)
+        run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
                         "output_limit": output_limit, **self._streaming()})
