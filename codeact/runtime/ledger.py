@@ -99,8 +99,10 @@ class CallStore:
             store = cache[_STORE_KEY] = cls(cache)
         return store
 
-    def next_id(self) -> int:
+    def opened(self) -> int:
+        """A call of this session was recorded: the next id number, and one more call in flight."""
         with self._lock:
+            self.in_flight += 1
             return next(self._ids)
 
     def keep(self, call_id: str, text: str) -> None:
@@ -148,11 +150,10 @@ class CallLedger:
 
     def open(self, name: str, arguments: Any) -> ToolCallRecord:
         with self._lock:
-            record = _new_record(f"{self._prefix}_{self.store.next_id()}", name, arguments)
+            record = _new_record(f"{self._prefix}_{self.store.opened()}", name, arguments)
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
-        self.store.track(1)
         return record
 
     def arrive(self, size: int, max_calls: int, max_bytes: int) -> str | None:
@@ -169,10 +170,19 @@ class CallLedger:
     def begin(self, record: ToolCallRecord) -> bool:
         """Mark the call as started; False if its record has ended already (it must not run)."""
         with self._lock:
-            if record.finished:
-                return False
-            self._begun.add(record.id)
-            return True
+            return self._begin(record)
+
+    def _begin(self, record: ToolCallRecord) -> bool:
+        if record.finished:
+            return False
+        self._begun.add(record.id)
+        return True
+
+    def start(self, record: ToolCallRecord, limit: int | None) -> bool | None:
+        """:meth:`begin` then :meth:`admit` under one lock (a call run straight away): None when its
+        record has ended (it must not run), False when its tool's ``limit`` is reached, else True."""
+        with self._lock:
+            return self._admit(record.name, limit) if self._begin(record) else None
 
     def begun(self, record: ToolCallRecord) -> bool:
         with self._lock:
@@ -190,11 +200,14 @@ class CallLedger:
         lets calls refused earlier (bad arguments, denied) not use up the allowance.
         """
         with self._lock:
-            admitted = self._admitted.get(name, 0)
-            if limit is not None and admitted >= limit:
-                return False
-            self._admitted[name] = admitted + 1
-            return True
+            return self._admit(name, limit)
+
+    def _admit(self, name: str, limit: int | None) -> bool:
+        admitted = self._admitted.get(name, 0)
+        if limit is not None and admitted >= limit:
+            return False
+        self._admitted[name] = admitted + 1
+        return True
 
     def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
                cached: bool = False) -> bool:

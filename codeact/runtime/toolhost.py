@@ -30,7 +30,7 @@ from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.inside.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
-from ._admission import ArgumentConverter, RateLimiter, converter_for, fast_check_for
+from ._admission import RateLimiter, converter_for, fast_check_for
 from ._calls import (
     _describe,
     _enter,
@@ -100,8 +100,29 @@ _READ_RESULT_SPEC = ToolSpec(
 )
 
 
-#: What happens to one accepted call: (record, tool, converted arguments, whether it is a built-in).
-_Accepted = tuple[ToolCallRecord, Tool, dict[str, Any], bool]
+#: What happens to one accepted call: (record, its tool's route, converted arguments, whether it is a built-in).
+_Accepted = tuple[ToolCallRecord, "_Route", dict[str, Any], bool]
+
+
+class _Route:
+    """What the pipeline needs of one tool, worked out at its first call and kept while the tool,
+    its spec and its policy stay the same objects (each call then costs one dict lookup)."""
+
+    __slots__ = ("check", "converter", "fn", "plain", "policy", "spec", "timeout_s", "tool")
+
+    def __init__(self, host: ToolHost, tool: Tool) -> None:
+        self.tool, self.spec, self.policy, self.fn = tool, tool.spec, tool.policy, tool.fn
+        self.check = fast_check_for(tool.spec.input_schema)
+        self.converter = converter_for(tool.fn) if tool.fn is not None else None
+        self.timeout_s = host.timeout_of(tool)
+        policy = tool.policy
+        # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
+        self.plain = (tool.fn is not None and not tool.is_async and policy.permission == "allow"
+                      and host.permission is None and not policy.rate_limit_per_s and not policy.cacheable
+                      and not policy.idempotent and host.max_concurrency >= host.loop.max_workers)
+
+    def current(self, tool: Tool) -> bool:
+        return self.tool is tool and self.spec is tool.spec and self.policy is tool.policy and self.fn is tool.fn
 
 
 class ToolHost:
@@ -130,8 +151,7 @@ class ToolHost:
         #: Tools the host answers itself; a user tool of the same name takes precedence.
         self.builtins: dict[str, Tool] = {READ_RESULT: Tool(spec=_READ_RESULT_SPEC)}
         self._limiters: dict[str, RateLimiter] = {}
-        self._converters: dict[int, tuple[Any, ArgumentConverter | None]] = {}
-        self._checks: dict[int, tuple[ToolSpec, Callable[[dict[str, Any]], bool] | None]] = {}
+        self._routes: dict[int, _Route] = {}
         self._slots: asyncio.Semaphore | None = None
         #: Plain tools seen running longer than INLINE_BUDGET_S: their calls go to the pool (until
         #: one answers within the budget again), and the start of each plain call running inline.
@@ -168,15 +188,16 @@ class ToolHost:
         if isinstance(front, _Refusal):
             reply(front.payload)
             return None
-        record, tool, args, builtin = front
+        record, route, args, builtin = front
+        tool = route.tool
         if builtin:
             self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
             reply(self._payload(ledger, record))
             return None
-        if self._plain(tool):
+        if route.plain:
             once = _Once()
             gate = ledger.store.gate
-            expires = time.monotonic() + self.timeout_of(tool)
+            expires = time.monotonic() + route.timeout_s
             if inline and self._fast(tool.name) and gate.try_enter():
                 return expires, functools.partial(self._expire, ledger, record, tool, reply, once, False), \
                     functools.partial(self._run_plain, ledger, record, tool, args, reply, once, False)
@@ -204,7 +225,8 @@ class ToolHost:
             error = ToolCallError.model_validate(front.payload["error"])
             return ToolCallRecord(id="refused", name=str(name)[:200], arguments=None, ok=False, error=error,
                                   finished=True)
-        record, tool, args, builtin = front
+        record, route, args, builtin = front
+        tool = route.tool
         if builtin:
             self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
             return record
@@ -249,9 +271,11 @@ class ToolHost:
             error = ToolError("unknown_tool", unknown_tool_message(name, self.toolset.names,
                                                                    searchable="search_tools" in self.builtins))
         args: dict[str, Any] = {}
+        route = None
         if error is None and tool is not None:
             try:
-                args = self._convert(tool, self._validate(tool, arguments))
+                route = self._route(tool)
+                args = self._convert(route, self._validate(route, arguments))
             except ToolArgumentsError as exc:
                 error = ToolError("invalid_arguments", "; ".join(exc.problems))
             except ToolDefinitionError as exc:  # the tool's own schema is broken: not the caller's fault
@@ -264,8 +288,8 @@ class ToolHost:
             record = ledger.open(str(name)[:200], kept if kept is not None else stand_in(arguments, size))
             ledger.finish(record, error=_error(error))
             return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
-        assert tool is not None
-        return ledger.open(name, arguments), tool, args, builtin
+        assert route is not None
+        return ledger.open(name, arguments), route, args, builtin
 
     def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any,
                         size: int | None) -> _Accepted | _Refusal:
@@ -282,37 +306,28 @@ class ToolHost:
                 return _Refusal(None, payload)
             return _Refusal(record, payload)
 
-    def _validate(self, tool: Tool, arguments: Any) -> dict[str, Any]:
-        """The spec's validation, with a compiled fast check for flat schemas (cached per spec):
-        only arguments it cannot vouch for go through the full validator, for its problem list."""
-        spec = tool.spec
-        check = self._checks.get(id(spec))
-        if check is None or check[0] is not spec:
-            check = self._checks[id(spec)] = (spec, fast_check_for(spec.input_schema))
-        if check[1] is not None and type(arguments) is dict and check[1](arguments):
-            return dict(arguments)
-        return spec.validate_arguments(arguments)
+    def _route(self, tool: Tool) -> _Route:
+        route = self._routes.get(id(tool))
+        if route is None or not route.current(tool):
+            route = self._routes[id(tool)] = _Route(self, tool)
+        return route
 
-    def _convert(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def _validate(route: _Route, arguments: Any) -> dict[str, Any]:
+        """The spec's validation, with a compiled fast check for flat schemas: only arguments it
+        cannot vouch for go through the full validator, for its problem list."""
+        if route.check is not None and type(arguments) is dict and route.check(arguments):
+            return dict(arguments)
+        return route.spec.validate_arguments(arguments)
+
+    @staticmethod
+    def _convert(route: _Route, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments in the types a Python tool's annotations ask for (pydantic, lax mode:
         ``1.0`` reaches an ``int`` parameter as ``1``)."""
-        fn = tool.fn
-        if fn is None or not args:
-            return args
-        cached = self._converters.get(id(tool))
-        if cached is None or cached[0] is not fn:
-            cached = self._converters[id(tool)] = (fn, converter_for(fn))
-        converter = cached[1]
-        return args if converter is None else converter(args)
+        converter = route.converter
+        return args if converter is None or not args else converter(args)
 
     # -- execute: on a pool thread ---------------------------------------------------------------
-    def _plain(self, tool: Tool) -> bool:
-        policy = tool.policy
-        # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
-        return (tool.fn is not None and not tool.is_async and policy.permission == "allow" and self.permission is None
-                and not policy.rate_limit_per_s and not policy.cacheable and not policy.idempotent
-                and self.max_concurrency >= self.loop.max_workers)
-
     def _fast(self, name: str) -> bool:
         """Whether a plain tool's calls are run inline: none was slow lately, and none is running
         inline for longer than the budget now (that one has kept a thread from reading frames)."""
@@ -335,11 +350,12 @@ class ToolHost:
                    reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
         """The fast path, on a pool thread (``pooled``) or the dispatching one: admit, run, record, reply."""
         try:
-            if not ledger.begin(record):  # its run ended (or it timed out) while it waited: never run it
+            admitted = ledger.start(record, tool.policy.max_calls)
+            if admitted is None:  # its run ended (or it timed out) while it waited: never run it
                 return
             fn = tool.fn
             assert fn is not None
-            if ledger.admit(tool.name, tool.policy.max_calls):
+            if admitted:
                 started = time.perf_counter()
                 if not pooled:
                     self._inline_since[tool.name] = started

@@ -23,7 +23,7 @@ from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from .base import Sandbox
 from .inside.frames import FROM_KERNEL, TERMINATIONS, problem
-from .inside.protocol import VERSION, FrameError, PeerClosed, bindable, decode_bounded, encode
+from .inside.protocol import VERSION, FrameError, FrameSocket, PeerClosed, bindable, decode_bounded, encode
 
 __all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
@@ -201,10 +201,14 @@ class KernelDriver:
         self._id_prefix = os.urandom(4).hex() + "-"
         self._run_ids = itertools.count(1)
 
+    @functools.cached_property
+    def _chan(self) -> FrameSocket:
+        return self.sandbox.channel  # a property of the sandbox's: looked up once, not per frame
+
     def _send(self, message: dict[str, Any]) -> None:
         data = encode(message)
         with self._write_lock:
-            _send_all(self.sandbox.channel.sock, data)
+            _send_all(self._chan.sock, data)
 
     def reply(self, seq: int, payload: dict[str, Any]) -> None:
         """Answer a call; safe from any thread; a dead kernel is ignored."""
@@ -215,7 +219,7 @@ class KernelDriver:
 
     def handshake(self, stubs: str, timeout_s: float = 30.0) -> None:
         """Read the kernel's hello, install the tool stubs, wait until it is ready."""
-        chan = self.sandbox.channel
+        chan = self._chan
         chan.sock.settimeout(timeout_s)
         try:
             hello = _expect(chan.recv(), "hello")
@@ -252,7 +256,7 @@ class KernelDriver:
 
     def _control(self, kind: str, data: bytes, answer: str, timeout_s: float) -> None:
         """Send a reset/bind frame, wait for its one answer (refusing stray calls meanwhile)."""
-        chan = self.sandbox.channel
+        chan = self._chan
         deadline = time.monotonic() + timeout_s
         try:
             chan.sock.settimeout(timeout_s)
@@ -392,7 +396,7 @@ class KernelDriver:
         if issue is not None:
             return f"malformed call frame: {issue}"
         seq = message["seq"]
-        handled = run.on_call(seq, message["name"], message.get("arguments"), self.sandbox.channel.last_size)
+        handled = run.on_call(seq, message["name"], message.get("arguments"), self._chan.last_size)
         if handled is None:
             return _GO_ON
         timer = (handled[0], seq, handled[1], handled[2])
@@ -465,7 +469,7 @@ class KernelDriver:
     def _recv(self, run_id: str, wait: float, max_call_bytes: int | None) -> dict[str, Any]:
         """The next frame that is not streamed output (that goes to ``on_output`` on the way);
         ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
-        chan = self.sandbox.channel
+        chan = self._chan
         until = time.monotonic() + wait
         if chan.sock.gettimeout() != wait:  # each settimeout is a syscall; a leader waits the same each time
             chan.sock.settimeout(wait)

@@ -72,7 +72,7 @@ def _broken(*_: Any, **__: Any) -> Any:
 def test_an_exception_in_the_front_fails_the_call_not_the_run(
         runtime: Runtime, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """Fault injection: the fast check (inside validate) or the unknown-tool hint (outside it) raises."""
-    runtime.host._checks.clear()  # the fast check is compiled (and would raise) at a tool's first call
+    runtime.host._routes.clear()  # the fast check is compiled (and would raise) at a tool's first call
     monkeypatch.setattr(toolhost, where, _broken)
     call = 'find(q="a")' if where == "fast_check_for" else '__codeact_call__("nope", {"q": "a"})'
     code = f"""

@@ -259,7 +259,7 @@ def test_a_late_result_after_a_timeout_changes_no_record(ends: str) -> None:
     config = SandboxConfig(backend="local", timeout_s=1.5, grace_s=1, policy="none")
     try:
         with Runtime([hang], config) as rt, rt.session() as s:
-            assert rt.host._plain(rt.toolset.get("hang"))  # type: ignore[arg-type]  # the fast path
+            assert rt.host._route(rt.toolset.get("hang")).plain  # type: ignore[arg-type]  # the fast path
             result = s.run(code)
             if ends == "run_timeout":
                 assert result.termination == "timeout", result
