@@ -190,11 +190,14 @@ class Session:
         self.cache: dict[str, Any] = self.calls.cache
         #: Recent results, oldest dropped first: at most ``_MAX_HISTORY`` of them and at most the
         #: runtime's ``max_session_record_bytes`` of call arguments in all.
-        self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
+        self._history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
         self._history_bytes: collections.deque[int] = collections.deque(maxlen=_MAX_HISTORY)
         #: The runs that built the namespace, with full call records: what snapshots replay
         #: (kept for the session's life, like the ledger's large results).
-        self.cells: list[CellRecord] = []
+        self._cells: list[CellRecord] = []
+        #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`).
+        self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None] | None = None
+        self._settle_lock = threading.Lock()
         #: Cells left out of this session's state because they could not be replayed exactly.
         self.skipped: list[SkippedCell] = []
         self.last_used = time.monotonic()
@@ -205,6 +208,37 @@ class Session:
         self._restored = False  # the next result says restored
         self._interrupted = False
         self._workspace: WorkspaceSnapshot | None = None  # the last run's snapshot of the workspace
+
+    @property
+    def history(self) -> collections.deque[ExecutionResult]:
+        """Recent results, oldest dropped first: at most ``_MAX_HISTORY`` of them and at most the
+        runtime's ``max_session_record_bytes`` of call arguments in all."""
+        self._settle()
+        return self._history
+
+    @property
+    def cells(self) -> list[CellRecord]:
+        """The runs that built the namespace, with full call records: what snapshots replay."""
+        self._settle()
+        return self._cells
+
+    @cells.setter
+    def cells(self, cells: list[CellRecord]) -> None:
+        self._settle()
+        self._cells = cells
+
+    def _settle(self) -> None:
+        """Put the last run into ``history`` and ``cells``. Deferred from the end of that run (its
+        result is returned first) to while the next run's code executes, or to the first look."""
+        with self._settle_lock:
+            if self._unsettled is None:
+                return
+            code, result, ledger, timeout_s = self._unsettled
+            index = self._cells[-1].index + 1 if self._cells else 1
+            cell = CellRecord.of(index, code, result, ledger.final_records(), timeout_s)
+            self._unsettled = None
+            self._remember(result, ledger.argument_bytes)
+            self._cells.append(cell)
 
     @property
     def workspace(self) -> Path:
@@ -280,7 +314,7 @@ class Session:
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                              grace_s=self.config.grace_s,
                              max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
-                             on_output=sink.output if sink is not None else None)
+                             on_output=sink.output if sink is not None else None, after_send=self._settle)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
         files = _written_files(driver.sandbox, before)
@@ -289,9 +323,8 @@ class Session:
         if outcome.state_lost:
             self._discard()
         if log:
-            self._remember(result, ledger.argument_bytes)
-            index = self.cells[-1].index + 1 if self.cells else 1
-            self.cells.append(CellRecord.of(index, code, result, ledger.final_records(), timeout_s))
+            self._settle()  # normally done already, while this run's code executed
+            self._unsettled = (code, result, ledger, timeout_s)
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
                 self._resume = _lifecycle.Resume(files=None)
@@ -359,12 +392,13 @@ class Session:
         return on_call
 
     def _remember(self, result: ExecutionResult, argument_bytes: int) -> None:
-        if len(self.history) == self.history.maxlen:
+        history = self._history
+        if len(history) == history.maxlen:
             self._history_bytes.popleft()
-        self.history.append(result)
+        history.append(result)
         self._history_bytes.append(argument_bytes)
-        while len(self.history) > 1 and sum(self._history_bytes) > self.runtime.max_session_record_bytes:
-            self.history.popleft()
+        while len(history) > 1 and sum(self._history_bytes) > self.runtime.max_session_record_bytes:
+            history.popleft()
             self._history_bytes.popleft()
 
     def snapshot(self, *, allow_inexact: bool = False,

@@ -287,13 +287,15 @@ class KernelDriver:
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
             output_limit: int, grace_s: float, max_call_bytes: int | None = None,
-            on_output: OutputHandler | None = None) -> RunOutcome:
+            on_output: OutputHandler | None = None, after_send: Callable[[], None] | None = None) -> RunOutcome:
         """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
 
         A call frame larger than ``max_call_bytes`` reaches ``on_call`` unparsed, its arguments a
         :class:`RefusedArguments`. Nothing the kernel sends makes this raise: a frame the host
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
+        ``after_send``: called once the run frame is sent, while the kernel runs the code (work
+        moved off the latency path; what it raises is ignored).
 
         This thread reads the kernel's frames until a call comes with work to run on the reading
         thread (see :data:`CallHandler`); from then on a leader thread reads frames and runs such
@@ -309,6 +311,11 @@ class KernelDriver:
         except OSError:
             outcome: RunOutcome | None = self._died(interrupted=False)
         else:
+            if after_send is not None:
+                try:
+                    after_send()
+                except Exception:  # never with the run in flight: the caller meets it again after the run
+                    pass
             outcome = self._guarded(run, _CALLER, None)
             if outcome is None:
                 outcome = self._watch(run)
