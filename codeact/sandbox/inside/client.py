@@ -52,12 +52,14 @@ class ToolError(Exception):
 
 
 class _Slot:
-    """Where one call's reply lands: an Event for a waiting thread, or a future on an event loop."""
+    """Where one call's reply lands: ``reply`` (read by a thread that reads the channel itself),
+    with an Event when the thread waits on one instead, or a future on an event loop."""
 
     __slots__ = ("event", "future", "reply")
 
-    def __init__(self, future: asyncio.Future[dict[str, Any]] | None = None) -> None:
-        self.event = threading.Event()
+    def __init__(self, future: asyncio.Future[dict[str, Any]] | None = None, *, event: bool = False) -> None:
+        # An Event costs a Condition and a Lock per call: made only for a thread that waits on it.
+        self.event = threading.Event() if event else None
         self.future = future
         self.reply: dict[str, Any] | None = None
 
@@ -78,6 +80,7 @@ class ToolClient:
         #: How a calling thread waits for its result: by default until ``deliver`` sets its slot;
         #: the kernel's reads the channel itself until the result is in (no hand-off).
         self._wait = wait or _wait_event
+        self._events = wait is None  # whether a waiting thread needs its slot's Event
         #: Called once an async call's frame is sent (someone must read the channel for it).
         self._on_async = on_async
         self._async: set[int] = set()  # seqs of async calls waiting
@@ -85,7 +88,7 @@ class ToolClient:
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool; block this thread until the host answers."""
         seq = next(self._seq)
-        slot = _Slot()
+        slot = _Slot(event=self._events)
         self._pending[seq] = slot
         try:
             self._send_call(seq, name, arguments)
@@ -136,12 +139,14 @@ class ToolClient:
                 pass
         else:
             slot.reply = message
-            slot.event.set()
+            if slot.event is not None:
+                slot.event.set()
 
 
 
 
 def _wait_event(slot: _Slot) -> None:
+    assert slot.event is not None
     slot.event.wait()
 
 
