@@ -70,7 +70,7 @@ class Runtime:
         self._pool: SandboxPool | None = None
         self.closed = False
         if self.config.pool_size:
-            self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs)
+            self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs, prepare=_note_workspace)
         #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
         self.suspender = _lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s else None
 
@@ -303,7 +303,7 @@ class Session:
         driver = self._ensure()
         self._interrupted = False
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
-        before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace)
+        before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace or driver.prepared)
 
         on_call = self._call_handler(driver, ledger)
 
@@ -459,6 +459,12 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _note_workspace(driver: KernelDriver) -> None:
+    """A pooled kernel's empty workspace, snapshotted while it waits: the first run of the session
+    that takes it then checks the workspace with one ``stat`` instead of a scan."""
+    driver.prepared = snapshot(driver.sandbox.workspace)
 
 
 def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[ToolCallRecord]:

@@ -196,6 +196,8 @@ class KernelDriver:
         self._write_lock = threading.Lock()
         self.dead = False
         self._on_output: OutputHandler | None = None
+        #: Whatever a SandboxPool's ``prepare`` step left here for the kernel's user (opaque here).
+        self.prepared: Any = None
         # Run ids only need to differ within one kernel's life: a counter (os.urandom per run
         # was a syscall on the hot path), behind a random prefix so ids differ across kernels.
         self._id_prefix = os.urandom(4).hex() + "-"

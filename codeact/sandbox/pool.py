@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +59,14 @@ def _preload(driver: KernelDriver, config: SandboxConfig) -> None:
 class SandboxPool:
     """Keeps ``size`` kernels ready; a background thread refills after each ``acquire``."""
 
-    def __init__(self, config: SandboxConfig, size: int, stubs: str) -> None:
+    def __init__(self, config: SandboxConfig, size: int, stubs: str,
+                 prepare: Callable[[KernelDriver], None] | None = None) -> None:
         self.config = config
         self.size = size
         self.stubs = stubs
+        #: Called in the refill thread on each new kernel before it is ready (work its user would
+        #: otherwise do at acquire: e.g. the runtime notes the empty workspace's snapshot).
+        self.prepare = prepare
         self._ready: deque[KernelDriver] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -79,6 +83,11 @@ class SandboxPool:
                     return
             try:
                 driver = open_kernel(self.config, self.stubs)
+                if self.prepare is not None:
+                    try:
+                        self.prepare(driver)
+                    except Exception:  # only a head start: the session does the same work itself
+                        pass
             except SandboxUnavailable as exc:
                 self.last_error = str(exc)
                 with self._cond:

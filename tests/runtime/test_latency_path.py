@@ -1,0 +1,96 @@
+"""Work moved off the latency path must not change what a session reports: the kernel's warm-up
+after setup, the pool's head start on the workspace snapshot, and history/cells settled while the
+next run executes."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig
+from codeact.sandbox.driver import KernelDriver
+from codeact.sandbox.pool import SandboxPool, open_kernel
+
+
+def test_the_kernel_warm_up_leaves_no_trace(runtime: Runtime) -> None:
+    """The warm-up runs a cell in a scratch namespace: the first real cell is still cell 1, no name
+    leaks into the namespace, and a traceback points at the user's cell."""
+    with runtime.session() as session:
+        names = session.run("sorted(k for k in globals() if not k.startswith('__'))").value
+        assert "None" not in names and "_" not in names
+        failed = session.run("1 / 0")
+        assert failed.error is not None and failed.error.type == "ZeroDivisionError"
+        assert '"<cell-2>", line 1' in failed.error.traceback, failed.error.traceback
+        assert session.run("x = 5\nx").value == 5
+
+
+def test_a_pooled_first_run_still_reports_the_files_it_writes(docker_image: str) -> None:
+    """The pool snapshots the empty workspace ahead; the first run compares against it (one stat)
+    and must still see what it wrote, and the second run what it changed."""
+    config = SandboxConfig(backend="docker", pool_size=1, timeout_s=30)
+    with Runtime([], config) as rt:
+        assert rt.pool is not None and rt.pool.wait_ready(120)
+        with rt.session() as session:
+            first = session.run("open('a.txt', 'w').write('hi')")
+            assert first.ok, first
+            assert [f.path for f in first.files] == ["a.txt"]
+            second = session.run("open('b.txt', 'w').write('yo')")
+            assert [f.path for f in second.files] == ["b.txt"]
+
+
+def test_a_failing_prepare_step_does_not_stop_the_pool() -> None:
+    """``prepare`` is a head start only: when it raises, the kernel is still pooled and served."""
+    calls: list[KernelDriver] = []
+
+    def prepare(driver: KernelDriver) -> None:
+        calls.append(driver)
+        raise RuntimeError("injected")
+
+    config = SandboxConfig(backend="local", policy="none")
+    pool = SandboxPool(config, 1, "", prepare=prepare)
+    try:
+        assert pool.wait_ready(60), pool.last_error
+        driver = pool.acquire()
+        assert driver is not None and calls and calls[0] is driver and driver.prepared is None
+        driver.sandbox.close()
+    finally:
+        pool.close()
+
+
+def test_a_raising_after_send_hook_does_not_break_the_run() -> None:
+    """``after_send`` runs while the kernel executes: what it raises is dropped, the run ends normally."""
+    config = SandboxConfig(backend="local", policy="none")
+    driver = open_kernel(config, "")
+    try:
+        def boom() -> None:
+            raise RuntimeError("injected")
+
+        outcome = driver.run("21 * 2", lambda *a: None, 10, output_cap=1000, output_limit=10_000,
+                             grace_s=1, after_send=boom)
+        assert outcome.termination == "completed" and outcome.done is not None and outcome.done.value == 42
+    finally:
+        driver.sandbox.close()
+
+
+@pytest.mark.parametrize("look", ["history", "cells"])
+def test_the_last_run_is_in_history_and_cells_as_soon_as_it_returns(runtime: Runtime, look: str) -> None:
+    """Recording a run is deferred to while the next one executes, but a look at ``history`` or
+    ``cells`` settles it first, from any thread, exactly once."""
+    with runtime.session() as session:
+        result = session.run("y = 1")
+        seen: list[Any] = []
+        readers = [threading.Thread(target=lambda: seen.append(list(getattr(session, look))))
+                   for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        assert all(len(entries) == 1 for entries in seen), seen
+        if look == "history":
+            assert session.history[-1] is result
+        else:
+            assert session.cells[-1].code == "y = 1" and session.cells[-1].index == 1
+        session.run("y += 1")
+        assert len(session.history) == 2 and [c.index for c in session.cells] == [1, 2]
