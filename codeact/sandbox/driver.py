@@ -331,6 +331,8 @@ class KernelDriver:
             ended = self._lead(run, me, work)
         except (RecursionError, MemoryError) as exc:
             ended = f"the host could not process a frame ({type(exc).__name__})"
+        except Exception as exc:  # a bug in codeact: the channel's state is unknown, so the sandbox goes now
+            ended = f"the host failed handling a frame: {type(exc).__name__}: {one_line(str(exc), 200)}"
         if ended is None or isinstance(ended, RunOutcome):
             return ended
         if me != _CALLER and (run.outcome is not None or run.leader != me):

@@ -94,3 +94,47 @@ def test_the_last_run_is_in_history_and_cells_as_soon_as_it_returns(runtime: Run
             assert session.cells[-1].code == "y = 1" and session.cells[-1].index == 1
         session.run("y += 1")
         assert len(session.history) == 2 and [c.index for c in session.cells] == [1, 2]
+
+
+@pytest.mark.parametrize("where", ["caller", "leader"])
+def test_a_host_bug_while_a_call_is_handled_ends_the_run_at_once(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Fault injection, a bug in codeact: dispatching the first call raises on the thread that
+    started the run (``caller``), or building the second call's reply raises on the leader thread
+    that reads frames by then (``leader``). The run ends now as ``killed`` with the reason, not at
+    its deadline, and the session's next run starts a new sandbox."""
+    from codeact import tool
+    from codeact.runtime import toolhost
+
+    @tool
+    def echo(n: int) -> int:
+        """Echo.
+
+        Args:
+            n: a number.
+        """
+        return n
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("injected")
+
+    real_payload = toolhost.ToolHost._payload
+    seen = [0]
+
+    def payload(self: Any, ledger: Any, record: Any) -> Any:
+        seen[0] += 1
+        return broken() if seen[0] > 1 else real_payload(self, ledger, record)
+
+    config = SandboxConfig(backend="local", policy="none", timeout_s=60)
+    with Runtime([echo], config) as rt, rt.session() as session:
+        assert session.run("echo(n=0)").value == 0
+        seen[0] = 0
+        if where == "caller":
+            monkeypatch.setattr(toolhost.ToolHost, "dispatch", broken)
+        else:
+            monkeypatch.setattr(toolhost.ToolHost, "_payload", payload)
+        result = session.run("echo(n=1)\necho(n=2)")
+        assert result.termination == "killed" and result.state_lost, result
+        assert result.reason is not None and "injected" in result.reason
+        assert result.duration_ms < 30_000  # ended now, not at the 60 s deadline
+        monkeypatch.undo()
+        assert session.run("echo(n=3)").value == 3
