@@ -4,6 +4,9 @@ the flag does not leak into the next run (the CLI's Ctrl-C is built on this)."""
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from codeact import Runtime, SandboxConfig, tool
 
@@ -37,3 +40,17 @@ def test_interrupt_ends_the_run_with_its_records(backend: str) -> None:
         assert [(c.name, c.result) for c in result.calls] == [("started", "x")]
         after = session.run("2 + 2")  # the next run is not marked interrupted; the namespace survives
         assert (after.termination, after.value) == ("completed", 4)
+
+
+@pytest.mark.parametrize("handler", ["kernel's", "SIG_DFL set by the code"])
+def test_a_sigint_between_runs_is_ignored(runtime: Runtime, handler: str) -> None:
+    """The kernel's SIGINT handler stays installed between runs and ignores a signal then, even
+    when the code set ``SIG_DFL`` (the default would kill the kernel and lose the state)."""
+    setup = "signal.signal(signal.SIGINT, signal.SIG_DFL)\n" if handler.startswith("SIG_DFL") else ""
+    code = ("import os, signal, threading\n" + setup +
+            "kept = 41\nthreading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n")
+    with runtime.session() as session:
+        assert session.run(code).ok
+        time.sleep(0.8)  # the signal lands while no run is in progress
+        after = session.run("kept + 1")
+        assert after.ok and after.value == 42 and not after.state_lost, after
