@@ -93,10 +93,20 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``: straight through the C scanner when the text is one JSON value
+    with nothing around it (every frame either side encodes), else the full decoder (its errors)."""
+    try:
+        value, end = _DECODER.scan_once(text, 0)
+    except (StopIteration, ValueError):
+        return _DECODER.decode(text)
+    return value if end == len(text) else _DECODER.decode(text)
+
+
 def _parse(body: bytes) -> dict[str, Any]:
     """One frame's JSON object (no NaN/Infinity), or FrameError: what both sides accept."""
     try:
-        message = _DECODER.decode(body.decode("utf-8"))
+        message = _decode(body.decode("utf-8"))
     except RecursionError:
         raise FrameError("frame nests too deep to parse") from None
     except (UnicodeDecodeError, ValueError) as exc:
