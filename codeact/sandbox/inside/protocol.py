@@ -91,13 +91,14 @@ def _reject_constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, not in the stubs
 
 
 def _decode(text: str) -> Any:
     """``_DECODER.decode(text)``: straight through the C scanner when the text is one JSON value
     with nothing around it (every frame either side encodes), else the full decoder (its errors)."""
     try:
-        value, end = _DECODER.scan_once(text, 0)
+        value, end = _SCAN(text, 0)
     except (StopIteration, ValueError):
         return _DECODER.decode(text)
     return value if end == len(text) else _DECODER.decode(text)
