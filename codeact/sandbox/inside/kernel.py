@@ -50,8 +50,10 @@ _MAX_VALUE = 256 * 1024
 _LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
 _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
-#: after this long (to see an interrupt); shorter runs and calls never wake it.
-_READER_AFTER_S = 0.002
+#: after this long (to see an interrupt frame; Docker's SIGINT needs no reader); shorter runs and
+#: calls never wake it. It also wakes on this period while a run is in progress: each wake costs
+#: the main thread a GIL hand-off, so 2 ms cost warm runs ~5-20 % (interleaved A/B); 20 ms does not.
+_READER_AFTER_S = 0.02
 #: After a run, the reader thread keeps waking on that period this long (so back-to-back runs
 #: need not wake it each), then sleeps until the next run.
 _READER_LINGER_S = 0.05
