@@ -108,10 +108,10 @@ class _Route:
     """What the pipeline needs of one tool, worked out at its first call and kept while the tool,
     its spec and its policy stay the same objects (each call then costs one dict lookup)."""
 
-    __slots__ = ("check", "converter", "fn", "plain", "policy", "spec", "timeout_s", "tool")
+    __slots__ = ("check", "converter", "fn", "name", "plain", "policy", "spec", "timeout_s", "tool")
 
     def __init__(self, host: ToolHost, tool: Tool) -> None:
-        self.tool, self.spec, self.policy, self.fn = tool, tool.spec, tool.policy, tool.fn
+        self.tool, self.spec, self.policy, self.fn, self.name = tool, tool.spec, tool.policy, tool.fn, tool.name
         self.check = fast_check_for(tool.spec.input_schema)
         self.converter = converter_for(tool.fn) if tool.fn is not None else None
         self.timeout_s = host.timeout_of(tool)
@@ -198,11 +198,11 @@ class ToolHost:
             once = _Once()
             gate = ledger.store.gate
             expires = time.monotonic() + route.timeout_s
-            if inline and self._fast(tool.name) and gate.try_enter():
-                return expires, functools.partial(self._expire, ledger, record, tool, reply, once, False), \
-                    functools.partial(self._run_plain, ledger, record, tool, args, reply, once, False)
-            gate.enter(functools.partial(self._start_plain, ledger, record, tool, args, reply, once))
-            return expires, functools.partial(self._expire, ledger, record, tool, reply, once, True), None
+            if inline and self._fast(route.name) and gate.try_enter():
+                return expires, functools.partial(self._expire, ledger, record, route, reply, once, False), \
+                    functools.partial(self._run_plain, ledger, record, route, args, reply, once, False)
+            gate.enter(functools.partial(self._start_plain, ledger, record, route, args, reply, once))
+            return expires, functools.partial(self._expire, ledger, record, route, reply, once, True), None
         work = self._back(ledger, record, tool, args)
         try:
             future = self.loop.submit(work)
@@ -336,35 +336,40 @@ class ToolHost:
         since = self._inline_since.get(name)
         return since is None or time.perf_counter() - since < INLINE_BUDGET_S
 
-    def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
+    def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
                      reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
         try:
-            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, tool, args, reply, once, True))
+            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, route, args, reply, once, True))
         except RuntimeError:  # the runtime is closing
             if self._closed_call(ledger, record):
                 reply(self._payload(ledger, record))
             if once.claim():
                 ledger.store.gate.leave()
 
-    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
+    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
                    reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
         """The fast path, on a pool thread (``pooled``) or the dispatching one: admit, run, record, reply."""
         try:
-            admitted = ledger.start(record, tool.policy.max_calls)
+            admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it
                 return
-            fn = tool.fn
+            fn, name = route.fn, route.name
             assert fn is not None
+            elapsed = None
             if admitted:
                 started = time.perf_counter()
                 if not pooled:
-                    self._inline_since[tool.name] = started
-                done = self._finish(ledger, record, lambda: (_jsonable(tool.name, _invoke(fn, args)), False))
-                self._timed(tool.name, time.perf_counter() - started, pooled)
+                    self._inline_since[name] = started
+                done = self._finish(ledger, record, lambda: (_jsonable(name, _invoke(fn, args)), False))
+                elapsed = time.perf_counter() - started
             else:
-                done = ledger.finish(record, error=_error(_max_calls_error(tool)))
-            if done:
-                reply(self._payload(ledger, record))
+                done = ledger.finish(record, error=_error(_max_calls_error(route.tool)))
+            try:
+                if done:
+                    reply(self._payload(ledger, record))
+            finally:
+                if elapsed is not None:  # after the reply: the sandbox need not wait for this
+                    self._timed(name, elapsed, pooled)
         finally:
             if not once.claim():  # it had expired: give back the thread the pool lent meanwhile
                 if pooled:
@@ -382,9 +387,9 @@ class ToolHost:
         elif pooled:
             self._slow.discard(name)
 
-    def _expire(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool,
+    def _expire(self, ledger: CallLedger, record: ToolCallRecord, route: _Route,
                 reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
-        error = ToolCallError(code="timeout", message=f"{tool.name!r} did not answer within {self.timeout_of(tool)} s",
+        error = ToolCallError(code="timeout", message=f"{route.name!r} did not answer within {route.timeout_s} s",
                               retryable=True)
         if ledger.finish(record, error=error):
             reply(self._payload(ledger, record))
