@@ -471,7 +471,6 @@ class Kernel:
         self.final.clear()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.writers
-        self._own_sigint()
         self.reading.run_started()
         try:
             value, exc = self._execute(source, filename)
@@ -479,7 +478,9 @@ class Kernel:
             self.running = False  # from here a SIGINT is ignored (see _Reading.on_sigint)
             self.reading.pending_sigint = False
             sys.stdout, sys.stderr = saved
-            self._own_sigint()  # the code may have set SIG_DFL: a SIGINT between runs must not kill us
+            # The code may have replaced the handler (only the main thread can, so only during a
+            # run): taking it back here covers the time between runs and the next run alike.
+            self._own_sigint()
         return self._finish(request, filename, value, exc)
 
     def _own_sigint(self) -> None:
