@@ -427,7 +427,13 @@ class KernelDriver:
     def _busy(run: _Run, me: int, timer: _Timer) -> bool:
         """Run the call on this leader thread; whether this thread still leads afterwards (the watch
         hands the reading on to a new leader when a call keeps it busy)."""
-        run.busy = timer
+        with run.lock:
+            # Only the leader marks the run busy: a leader that started late, after the watch
+            # had already handed its call on, must not make the watch take the reader of the
+            # moment for a busy one and start a second reader beside it (which then eats the
+            # answer to whatever comes next: the next run's frames, a reset, a bind).
+            if run.leader == me:
+                run.busy = timer
         call = timer[3]
         assert call is not None
         try:

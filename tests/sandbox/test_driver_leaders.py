@@ -1,0 +1,74 @@
+"""The host reads a kernel's channel from exactly one thread at a time, whatever the thread
+scheduling: a leader thread that starts late must not make the watch start a second reader (which
+then eats the answer to the next ``reset``/``bind`` or run, and the session stalls)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, tool
+from codeact.sandbox import driver as driver_module
+
+
+@tool
+def price(sku: str) -> float:
+    """Unit price of a product.
+
+    Args:
+        sku: Product code.
+    """
+    return float(len(sku))
+
+
+class _LateFirstLeader:
+    """The driver's leader threads, with the first leader's start held back (as an overloaded
+    machine does): long enough for the watch to take it for a busy leader and start another."""
+
+    def __init__(self, real: Any, delay_s: float) -> None:
+        self.real = real
+        self.delay_s = delay_s
+        self.started = 0
+        self.lock = threading.Lock()
+
+    def start(self, fn: Callable[[], None]) -> None:
+        with self.lock:
+            self.started += 1
+            first = self.started == 1
+        if not first:
+            self.real.start(fn)
+            return
+
+        def late() -> None:
+            time.sleep(self.delay_s)
+            fn()
+
+        self.real.start(late)
+
+
+@pytest.fixture()
+def late_leaders(monkeypatch: pytest.MonkeyPatch) -> Iterator[_LateFirstLeader]:
+    late = _LateFirstLeader(driver_module._LEADERS, delay_s=40 * driver_module.WATCH_S)
+    monkeypatch.setattr(driver_module, "_LEADERS", late)
+    yield late
+
+
+def test_a_late_first_leader_leaves_one_reader(late_leaders: _LateFirstLeader) -> None:
+    """The run hands its plain call to a leader that starts late; the watch starts a second one.
+    Once the first has run its call, no third reader may start while the second reads: the reset
+    that follows the run gets its answer (before the fix a stale reader ate it: 30 s, then killed)."""
+    config = SandboxConfig(backend="local", policy="none", timeout_s=20)
+    with Runtime([price], config) as rt, rt.session() as session:
+        result = session.run("import time\np = price(sku='abc')\ntime.sleep(0.3)\np")
+        assert result.ok and result.value == 3.0, result
+        assert late_leaders.started == 2, "a third reader was started while the second read"
+        kernel = session._driver
+        assert kernel is not None
+        for _ in range(20):
+            kernel.reset(timeout_s=3)  # raises SandboxError (kernel killed) when a stale reader ate 'ready'
+        again = session.run("p = price(sku='abcd')\np")
+        assert again.ok and again.value == 4.0, again
