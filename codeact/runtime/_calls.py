@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -43,18 +42,18 @@ class _Refusal:
 class _Once:
     """Whichever of a plain call's end and its expiry claims it first releases its slot."""
 
-    __slots__ = ("_claimed", "_lock")
+    __slots__ = ("_token",)
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._claimed = False
+        self._token = [True]
 
     def claim(self) -> bool:
-        with self._lock:
-            if self._claimed:
-                return False
-            self._claimed = True
-            return True
+        # list.pop is atomic (one C call under the GIL; a per-list lock in free-threaded builds):
+        # exactly one claim gets the token, without a lock made per call.
+        try:
+            return self._token.pop()
+        except IndexError:
+            return False
 
 
 def _refusal(code: str, message: str, retryable: bool = False) -> dict[str, Any]:

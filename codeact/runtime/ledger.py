@@ -156,6 +156,27 @@ class CallLedger:
             self.counts[name] = self.counts.get(name, 0) + 1
         return record
 
+    def open_running(self, name: str, arguments: Any, size: int, max_calls: int, max_bytes: int,
+                     max_in_flight: int, limit: int | None) -> ToolCallRecord | None:
+        """:meth:`arrive`, :meth:`open` and :meth:`start` in one step, for a call that runs at once;
+        None, with nothing counted, when any of them would refuse it (the caller then takes the
+        call through those steps one by one, which record the refusal)."""
+        store = self.store
+        with self._lock:
+            admitted = self._admitted.get(name, 0)
+            if (self.arrived >= max_calls or self.argument_bytes + size > max_bytes
+                    or store.in_flight >= max_in_flight or (limit is not None and admitted >= limit)):
+                return None
+            self.arrived += 1
+            self.argument_bytes += size
+            record = _new_record(f"{self._prefix}_{store.opened()}", name, arguments)
+            self._records.append(record)
+            self._started[record.id] = time.perf_counter()
+            self.counts[name] = self.counts.get(name, 0) + 1
+            self._begun.add(record.id)
+            self._admitted[name] = admitted + 1
+        return record
+
     def arrive(self, size: int, max_calls: int, max_bytes: int) -> str | None:
         """Count one arriving call of ``size`` argument bytes; the reason it is refused, if it is."""
         with self._lock:

@@ -44,6 +44,7 @@ from ._calls import (
     _Refusal,
     _refusal,
 )
+from ._inline import inline_call
 from ._loop import LoopThread
 from .ledger import CallLedger, CallStore, cache_key, stand_in
 from .toolset import Tool, Toolset
@@ -184,6 +185,10 @@ class ToolHost:
         the caller's to enforce: call the returned deadline's callback when it passes (a late
         answer is dropped).
         """
+        if inline and size is not None:
+            lane = inline_call(self, ledger, name, arguments, reply, size)
+            if lane is not None:
+                return lane
         front = self._front_or_fault(ledger, name, arguments, size)
         if isinstance(front, _Refusal):
             reply(front.payload)
@@ -196,13 +201,9 @@ class ToolHost:
             return None
         if route.plain:
             once = _Once()
-            gate = ledger.store.gate
-            expires = time.monotonic() + route.timeout_s
-            if inline and self._fast(route.name) and gate.try_enter():
-                return expires, functools.partial(self._expire, ledger, record, route, reply, once, False), \
-                    functools.partial(self._run_plain, ledger, record, route, args, reply, once, False)
-            gate.enter(functools.partial(self._start_plain, ledger, record, route, args, reply, once))
-            return expires, functools.partial(self._expire, ledger, record, route, reply, once, True), None
+            ledger.store.gate.enter(functools.partial(self._start_plain, ledger, record, route, args, reply, once))
+            return time.monotonic() + route.timeout_s, \
+                functools.partial(self._expire, ledger, record, route, reply, once, True), None
         work = self._back(ledger, record, tool, args)
         try:
             future = self.loop.submit(work)
@@ -339,7 +340,7 @@ class ToolHost:
     def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
                      reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
         try:
-            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, route, args, reply, once, True))
+            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, route, args, reply, once))
         except RuntimeError:  # the runtime is closing
             if self._closed_call(ledger, record):
                 reply(self._payload(ledger, record))
@@ -347,8 +348,9 @@ class ToolHost:
                 ledger.store.gate.leave()
 
     def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
-                   reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
-        """The fast path, on a pool thread (``pooled``) or the dispatching one: admit, run, record, reply."""
+                   reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
+        """A plain call on a pool thread: admit, run, record, reply (the inline lane runs its calls
+        on the reading thread instead: ``_inline``)."""
         try:
             admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it
@@ -358,8 +360,6 @@ class ToolHost:
             elapsed = None
             if admitted:
                 started = time.perf_counter()
-                if not pooled:
-                    self._inline_since[name] = started
                 done = self._finish(ledger, record, lambda: (_jsonable(name, _invoke(fn, args)), False))
                 elapsed = time.perf_counter() - started
             else:
@@ -369,11 +369,10 @@ class ToolHost:
                     reply(self._payload(ledger, record))
             finally:
                 if elapsed is not None:  # after the reply: the sandbox need not wait for this
-                    self._timed(name, elapsed, pooled)
+                    self._timed(name, elapsed, True)
         finally:
             if not once.claim():  # it had expired: give back the thread the pool lent meanwhile
-                if pooled:
-                    self.loop.pool.grow(-1)
+                self.loop.pool.grow(-1)
             else:
                 ledger.store.gate.leave()
 

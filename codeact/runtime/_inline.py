@@ -1,0 +1,85 @@
+"""The inline lane: a plain sync tool's call run on the thread that read its frame, with every
+step of the pipeline (bound → lookup → validate → admit → execute → record → reply) fused into as
+few Python calls as the case allows. It takes a call only when every step passes; a call any step
+would refuse goes to the full front instead, which records the refusal: the lane never decides
+anything the pipeline would decide differently, it only gets there with less work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._calls import _invoke, _jsonable, _Once
+from .ledger import CallLedger
+
+if TYPE_CHECKING:
+    from ..results import ToolCallRecord
+    from .toolhost import CallDeadline, ToolHost, _Route
+
+
+class _InlineCall(_Once):
+    """One call taken by the lane: its work (``run``) and its expiry (``expire``), which race to
+    claim the session's slot back (see :class:`_Once`)."""
+
+    __slots__ = ("args", "host", "ledger", "record", "reply", "route")
+
+    def __init__(self, host: ToolHost, ledger: CallLedger, record: ToolCallRecord, route: _Route,
+                 args: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__()
+        self.host, self.ledger, self.record = host, ledger, record
+        self.route, self.args, self.reply = route, args, reply
+
+    def _value(self) -> tuple[Any, bool]:
+        route = self.route
+        return _jsonable(route.name, _invoke(route.fn, self.args)), False
+
+    def run(self) -> None:
+        host, ledger, record, name = self.host, self.ledger, self.record, self.route.name
+        try:
+            started = time.perf_counter()
+            host._inline_since[name] = started
+            done = host._finish(ledger, record, self._value)
+            elapsed = time.perf_counter() - started
+            try:
+                if done:
+                    self.reply(host._payload(ledger, record))
+            finally:  # after the reply: the sandbox need not wait for this
+                host._timed(name, elapsed, False)
+        finally:
+            if self.claim():  # else it expired meanwhile, and the expiry gave the slot back
+                ledger.store.gate.leave()
+
+    def expire(self) -> None:
+        self.host._expire(self.ledger, self.record, self.route, self.reply, self, False)
+
+
+def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
+                reply: Callable[[dict[str, Any]], None], size: int) -> CallDeadline | None:
+    """The call as (deadline, expire, run) for the reading thread to run, when the lane takes it;
+    None, with nothing counted or recorded, when the full pipeline must (a bound, lookup,
+    validation, conversion or admission that would not pass; a tool that is not plain or was slow
+    lately; the session's share of the pool in use)."""
+    if type(arguments) is not dict or size > host.max_argument_bytes:
+        return None
+    try:
+        tool = host.toolset.get(name)
+        if tool is None:
+            return None
+        route = host._route(tool)
+        if not route.plain or not host._fast(name):
+            return None
+        args = host._convert(route, host._validate(route, arguments))
+    except Exception:  # invalid arguments, or a fault: the full front says which, and records it
+        return None
+    gate = ledger.store.gate
+    if not gate.try_enter():
+        return None
+    record = ledger.open_running(name, arguments, size, host.max_calls_per_run, host.max_run_argument_bytes,
+                                 host.max_in_flight_per_session, route.policy.max_calls)
+    if record is None:
+        gate.leave()
+        return None
+    call = _InlineCall(host, ledger, record, route, args, reply)
+    return time.monotonic() + route.timeout_s, call.expire, call.run
