@@ -33,6 +33,7 @@ class _InlineCall(_Once):
 
     def _value(self) -> tuple[Any, bool]:
         route = self.route
+        assert route.fn is not None  # a plain route's tool is a Python function
         return _jsonable(route.name, _invoke(route.fn, self.args)), False
 
     def run(self) -> None:
