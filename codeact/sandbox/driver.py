@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -169,6 +170,10 @@ class _Leaders:
 
 _LEADERS = _Leaders()
 
+#: How long a write to the kernel may block before the host gives it up (a kernel that stops
+#: reading must not hold a host thread).
+SEND_TIMEOUT_S = 5.0
+_TIMEVAL = struct.Struct("@ll")
 #: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
 CONTROL_TIMEOUT_S = 30.0
 _STRAY_CALL = {"ok": False, "error": {"code": "tool_exception", "retryable": False,
@@ -202,6 +207,7 @@ class KernelDriver:
         # was a syscall on the hot path), behind a random prefix so ids differ across kernels.
         self._id_prefix = os.urandom(4).hex() + "-"
         self._run_ids = itertools.count(1)
+        self._rcv_timeout = -1.0  # the socket's SO_RCVTIMEO while it blocks (see _wait_at_most)
 
     @functools.cached_property
     def _chan(self) -> FrameSocket:
@@ -387,6 +393,8 @@ class KernelDriver:
                 return _DIED
             except (FrameError, OSError) as exc:
                 return f"unreadable frame: {one_line(str(exc), 300)}"
+            if message is None:  # streamed output, passed on
+                continue
             ended = self._frame(run, me, message)
             if ended is not _GO_ON:
                 return ended
@@ -483,30 +491,42 @@ class KernelDriver:
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}
 
-    def _recv(self, run_id: str, wait: float, max_call_bytes: int | None) -> dict[str, Any]:
-        """The next frame that is not streamed output (that goes to ``on_output`` on the way);
+    def _recv(self, run_id: str, wait: float, max_call_bytes: int | None) -> dict[str, Any] | None:
+        """The next frame, or None for streamed output (passed to ``on_output`` here);
         ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
-        chan = self._chan
-        until = time.monotonic() + wait
-        if chan.sock.gettimeout() != wait:  # each settimeout is a syscall; a leader waits the same each time
-            chan.sock.settimeout(wait)
-        while True:
-            message = decode_bounded(chan.recv_body(), max_call_bytes)
-            if message.get("type") != "output":
-                return message
-            if self._on_output is None:
-                raise FrameError("an 'output' frame for a run that did not ask for streaming")
-            issue = problem(message, _OUTPUT)
-            if issue is not None:
-                raise FrameError(f"malformed output frame: {one_line(issue, 300)}")
-            if message["id"] != run_id:
-                raise FrameError("an 'output' frame for a run that is not in progress")
-            for name, text in message["chunks"]:
-                self._on_output(name, text)
-            left = until - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            chan.sock.settimeout(left)
+        self._wait_at_most(wait)
+        try:
+            body = self._chan.recv_body()
+        except BlockingIOError:  # SO_RCVTIMEO passed (a partial frame stays buffered)
+            raise TimeoutError from None
+        message = decode_bounded(body, max_call_bytes)
+        if message.get("type") != "output":
+            return message
+        if self._on_output is None:
+            raise FrameError("an 'output' frame for a run that did not ask for streaming")
+        issue = problem(message, _OUTPUT)
+        if issue is not None:
+            raise FrameError(f"malformed output frame: {one_line(issue, 300)}")
+        if message["id"] != run_id:
+            raise FrameError("an 'output' frame for a run that is not in progress")
+        for name, text in message["chunks"]:
+            self._on_output(name, text)
+        return None
+
+    def _wait_at_most(self, seconds: float) -> None:
+        """Bound the next reads to ``seconds``: the socket blocks and the kernel's SO_RCVTIMEO ends
+        a wait, so a read is one ``recv`` (a socket with a Python timeout polls before each one:
+        ~5 µs a frame, interleaved A/B). Waits of ``_LEAD_WAIT_S`` or more wait that long and the
+        caller looks again, so the timeout rarely changes (each change is a syscall)."""
+        sock = self._chan.sock
+        if sock.gettimeout() is not None:  # a handshake or a reset/bind used a Python timeout
+            sock.settimeout(None)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
+            self._rcv_timeout = -1.0
+        seconds = min(max(seconds, 0.001), _LEAD_WAIT_S)  # 0 would mean forever
+        if seconds != self._rcv_timeout:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
+            self._rcv_timeout = seconds
 
     def _interrupt(self) -> None:
         try:
@@ -565,6 +585,11 @@ def _send_all(sock: socket.socket, data: bytes) -> None:
             return
         data = data[sent:]
     sock.sendall(data)
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return _TIMEVAL.pack(whole, int((seconds - whole) * 1_000_000))
 
 
 def _done_problem(message: dict[str, Any]) -> str | None:
