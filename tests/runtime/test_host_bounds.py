@@ -253,6 +253,8 @@ def test_a_second_session_is_not_starved() -> None:
             result = other.run("quick()", timeout_s=20)
             assert result.ok and result.value == "ok", result
             assert not release.is_set() and flooding.is_alive()
+            release.set()  # before the sessions close: closing waits for the flood's run to end
+            flooding.join(30)
     finally:
         release.set()
 

@@ -72,3 +72,27 @@ def test_a_late_first_leader_leaves_one_reader(late_leaders: _LateFirstLeader) -
             kernel.reset(timeout_s=3)  # raises SandboxError (kernel killed) when a stale reader ate 'ready'
         again = session.run("p = price(sku='abcd')\np")
         assert again.ok and again.value == 4.0, again
+
+
+def test_a_kernel_that_stops_reading_does_not_hold_a_host_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's socket blocks (one recv per frame) but every write is bounded by SO_SNDTIMEO:
+    with the kernel stopped (SIGSTOP: alive, reading nothing), a reply larger than the socket's
+    buffers is given up after ``SEND_TIMEOUT_S`` instead of holding the thread that writes it."""
+    import os
+    import signal
+
+    from codeact.sandbox.pool import open_kernel
+
+    monkeypatch.setattr(driver_module, "SEND_TIMEOUT_S", 0.3)
+    kernel = open_kernel(SandboxConfig(backend="local", policy="none"), "")
+    pid = kernel.sandbox._proc.pid  # type: ignore[attr-defined]
+    try:
+        assert kernel.run("1", lambda *a: None, 10, output_cap=100, output_limit=1000, grace_s=1).termination == "completed"
+        os.kill(pid, signal.SIGSTOP)
+        writer = threading.Thread(target=kernel.reply, args=(1, {"ok": True, "value": "x" * 20_000_000}), daemon=True)
+        writer.start()  # the kernel reads none of it
+        writer.join(10)
+        assert not writer.is_alive(), "the write was not bounded"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        kernel.sandbox.close()
