@@ -138,3 +138,32 @@ def test_a_host_bug_while_a_call_is_handled_ends_the_run_at_once(monkeypatch: py
         assert result.duration_ms < 30_000  # ended now, not at the 60 s deadline
         monkeypatch.undo()
         assert session.run("echo(n=3)").value == 3
+
+
+def test_a_refill_starts_only_after_the_delay_and_still_fills(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool holds a refill back ``REFILL_DELAY_S`` after an acquire (the acquiring session's
+    first run goes first), and then fills."""
+    import time
+
+    from codeact.sandbox import pool as pool_module
+
+    opened: list[float] = []
+    real = pool_module.open_kernel
+
+    def timed(*args: Any, **kwargs: Any) -> KernelDriver:
+        opened.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pool_module, "open_kernel", timed)
+    pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 1, "")
+    pool.REFILL_DELAY_S = 0.5
+    try:
+        assert pool.wait_ready(60), pool.last_error
+        driver = pool.acquire()
+        acquired = time.monotonic()
+        assert driver is not None
+        driver.sandbox.close()
+        assert pool.wait_ready(60), pool.last_error
+        assert len(opened) == 2 and opened[1] >= acquired + 0.5 - 0.01
+    finally:
+        pool.close()
