@@ -342,7 +342,13 @@ class KernelDriver:
         if ended is None or isinstance(ended, RunOutcome):
             return ended
         if me != _CALLER and (run.outcome is not None or run.leader != me):
-            return None  # the run was ended or taken over meanwhile: nothing more to do here
+            if ended is not _DIED:
+                # This thread read a frame after its run had ended or passed to another leader:
+                # a frame meant for whatever comes next (a bug: see _busy). Never drop it
+                # silently, so that its reader waits out its timeout: the sandbox goes now, and
+                # that reader fails at once.
+                self._kill()
+            return None
         return self._died(run.interrupted) if ended is _DIED else self._violation(ended)
 
     def _follow(self, run: _Run, me: int, work: _Timer | None) -> None:

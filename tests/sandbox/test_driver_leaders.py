@@ -96,3 +96,37 @@ def test_a_kernel_that_stops_reading_does_not_hold_a_host_writer(monkeypatch: py
     finally:
         os.kill(pid, signal.SIGCONT)
         kernel.sandbox.close()
+
+
+def test_a_frame_read_by_a_stale_reader_kills_rather_than_stalls(
+        late_leaders: _LateFirstLeader, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defense in depth: with the stale busy marker put back (the driver's ``_busy`` before the
+    fix), a second reader starts and eats the answer to a reset. The sandbox is then killed at
+    once and the reset fails with the kernel gone, instead of waiting out its timeout."""
+    from codeact import SandboxError
+    from codeact.sandbox.driver import KernelDriver
+
+    def stale_busy(run: Any, me: int, timer: Any) -> bool:
+        run.busy = timer  # marks the run busy even when this thread no longer leads it
+        try:
+            timer[3]()
+        finally:
+            with run.lock:
+                still = run.leader == me
+                if still:
+                    run.busy = None
+        return still
+
+    monkeypatch.setattr(KernelDriver, "_busy", staticmethod(stale_busy))
+    config = SandboxConfig(backend="local", policy="none", timeout_s=20)
+    with Runtime([price], config) as rt, rt.session() as session:
+        result = session.run("import time\np = price(sku='abc')\ntime.sleep(0.3)\np")
+        assert result.ok, result
+        assert late_leaders.started == 3, "the scenario needs a stale second reader"
+        kernel = session._driver
+        assert kernel is not None
+        with pytest.raises(SandboxError) as failed:
+            for _ in range(20):
+                kernel.reset(timeout_s=30)
+        assert "did not answer" not in str(failed.value), failed.value
+        assert kernel.dead
