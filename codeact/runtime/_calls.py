@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +19,20 @@ from .toolset import Tool
 
 
 def _jsonable(name: str, value: Any) -> Any:
+    """A tool's value as JSON data (pydantic's conversions: sets, dates, models, ...); ToolError
+    when it cannot be one, NaN and Infinity included: JSON has no such numbers and the sandbox
+    refuses them, so sending one would leave the calling code waiting for its answer."""
     if value is None or type(value) in _SCALARS:  # what pydantic would give back unchanged
+        if type(value) is float and not math.isfinite(value):
+            raise ToolError("tool_exception", f"{name!r} returned {value!r}, which is not JSON "
+                                              "(return None or a string)")
         return value
     try:
-        return to_jsonable_python(value)
+        converted = to_jsonable_python(value)
+        json.dumps(converted, allow_nan=False)  # NaN/Infinity deep inside, a cycle, too deep: in C
     except Exception as exc:
         raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
+    return converted
 
 
 _SCALARS = frozenset({str, int, float, bool})

@@ -219,9 +219,17 @@ class KernelDriver:
             _send_all(self._chan.sock, data)
 
     def reply(self, seq: int, payload: dict[str, Any]) -> None:
-        """Answer a call; safe from any thread; a dead kernel is ignored."""
+        """Answer a call; safe from any thread; a dead kernel is ignored. A payload that cannot be
+        encoded is answered with an error: the calling code never waits for an answer that never comes."""
         try:
-            self._send({"type": "result", "seq": seq, **payload})
+            data = encode({"type": "result", "seq": seq, **payload})
+        except (TypeError, ValueError, RecursionError) as exc:
+            data = encode({"type": "result", "seq": seq, "ok": False, "error": {
+                "code": "tool_exception", "retryable": False,
+                "message": f"the host could not send this call's result: {one_line(str(exc), 300)}"}})
+        try:
+            with self._write_lock:
+                _send_all(self._chan.sock, data)
         except (OSError, ValueError):
             pass
 

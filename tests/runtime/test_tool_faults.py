@@ -281,3 +281,57 @@ def test_a_late_result_after_a_timeout_changes_no_record(ends: str) -> None:
             assert "late value" not in json.dumps([r.model_dump(mode="json") for r in s.history])
     finally:
         release.set()
+
+
+UNSENDABLE: dict[str, Any] = {
+    "nan": lambda: float("nan"),
+    "infinity": lambda: -float("inf"),
+    "nan_inside": lambda: {"rows": [1.0, float("nan")]},
+    "cycle": lambda: (lambda d: (d.__setitem__("me", d), d)[1])({}),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNSENDABLE))
+@pytest.mark.parametrize("cacheable", [False, True], ids=["inline", "loop"])
+def test_a_result_that_is_not_json_fails_the_call_at_once(kind: str, cacheable: bool) -> None:
+    """NaN, Infinity (at the top or deep inside) and cycles have no JSON: the call fails as a
+    ``tool_exception``, recorded as such, and the code gets the error at once (it used to wait
+    for an answer that could not be sent until the run's timeout)."""
+    make = UNSENDABLE[kind]
+
+    @tool(cacheable=cacheable)
+    def compute(x: int) -> Any:
+        """Returns what JSON cannot hold.
+
+        Args:
+            x: anything.
+        """
+        return make()
+
+    config = LOCAL.model_copy(update={"timeout_s": 30})
+    with Runtime([compute], config) as rt, rt.session() as session:
+        result = session.run("try:\n    compute(x=1)\nexcept ToolError as e:\n    got = e.code\ngot")
+        assert result.ok and result.value == "tool_exception", result
+        (record,) = result.calls
+        assert record.finished and not record.ok and record.error is not None
+        assert record.error.code == "tool_exception" and "not JSON" in record.error.message
+        assert session.run("1 + 1").value == 2
+
+
+def test_a_payload_the_host_cannot_encode_is_answered_with_an_error() -> None:
+    """The driver's last line: whatever handler answers a call with a payload that is not JSON,
+    the code gets an error result instead of waiting for one."""
+    from codeact.sandbox.pool import open_kernel
+
+    kernel = open_kernel(LOCAL, "")
+    try:
+        def on_call(seq: int, name: str, arguments: Any, size: int) -> None:
+            kernel.reply(seq, {"ok": True, "value": float("nan")})
+
+        code = "try:\n    __codeact_call__('x', {})\nexcept ToolError as e:\n    got = (e.code, e.message)\ngot"
+        outcome = kernel.run(code, on_call, 30, output_cap=1000, output_limit=10_000, grace_s=1)
+        assert outcome.termination == "completed" and outcome.done is not None, outcome
+        code_, message = outcome.done.value
+        assert code_ == "tool_exception" and "could not send" in message
+    finally:
+        kernel.sandbox.close()
