@@ -3,11 +3,12 @@ bound → lookup → validate → permit → admit → execute → record → re
 
 Calls from sandboxed code (``dispatch``) and from a JSON function-calling loop (``acall``) share
 it: the same bounds, validation, policies, records and error mapping. The front (bound, lookup,
-validate) runs on the caller's thread; *execute* then either runs a plain sync tool straight on a
-pool thread (one hand-off; the caller enforces its timeout) or goes through the host's event loop
-(permission hooks, rate limits, the cache, retries, async tools). Whatever a tool raises, even
-``SystemExit`` or ``KeyboardInterrupt``, becomes a ``tool_exception`` record; nothing a tool does
-stops the loop or the pool.
+validate) runs on the caller's thread; *execute* then runs a plain sync tool on that very thread
+(the inline lane, ``_inline.py``: the same steps fused, when the tool was quick lately and the
+session has a slot) or on a pool thread (one hand-off; the caller enforces its timeout either way),
+or goes through the host's event loop (permission hooks, rate limits, the cache, retries, async
+tools). Whatever a tool raises, even ``SystemExit`` or ``KeyboardInterrupt``, becomes a
+``tool_exception`` record; nothing a tool does stops the loop or the pool.
 
 A result larger than ``max_result_chars`` (as JSON text) reaches the sandbox as a truncated view
 ``{"truncated": True, "call_id", "total_chars", "preview", "hint"}``; the host keeps the full
@@ -350,7 +351,7 @@ class ToolHost:
     def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
                    reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
         """A plain call on a pool thread: admit, run, record, reply (the inline lane runs its calls
-        on the reading thread instead: ``_inline``)."""
+        on the reading thread instead: ``runtime/_inline.py``)."""
         try:
             admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it

@@ -214,7 +214,9 @@ class KernelDriver:
         return self.sandbox.channel  # a property of the sandbox's: looked up once, not per frame
 
     def _send(self, message: dict[str, Any]) -> None:
-        data = encode(message)
+        self._write(encode(message))
+
+    def _write(self, data: bytes) -> None:
         with self._write_lock:
             _send_all(self._chan.sock, data)
 
@@ -228,8 +230,7 @@ class KernelDriver:
                 "code": "tool_exception", "retryable": False,
                 "message": f"the host could not send this call's result: {one_line(str(exc), 300)}"}})
         try:
-            with self._write_lock:
-                _send_all(self._chan.sock, data)
+            self._write(data)
         except (OSError, ValueError):
             pass
 
