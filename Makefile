@@ -41,6 +41,7 @@ lint: install
 	$(BIN)/mypy codeact
 
 bench: image
+	./scripts/ensure-bwrap.sh  # the bwrap rows (without it they read n/a)
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m benchmarks.run
 
