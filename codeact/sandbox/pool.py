@@ -78,7 +78,9 @@ class SandboxPool:
         self._ready: deque[KernelDriver] = deque()
         self._cond = threading.Condition()
         self._closed = False
-        self._acquired_at = -float("inf")
+        #: When each acquire not yet refilled for happened: a refill waits for its own acquire's
+        #: delay (not the latest one's, or a steady stream of acquires would put refills off forever).
+        self._owed: deque[float] = deque()
         self.last_error: str | None = None
         self._thread = threading.Thread(target=self._fill, name="codeact-pool", daemon=True)
         self._thread.start()
@@ -88,10 +90,13 @@ class SandboxPool:
             with self._cond:
                 while not self._closed and len(self._ready) >= self.size:
                     self._cond.wait()
-                while not self._closed and (wait := self._acquired_at + self.REFILL_DELAY_S - time.monotonic()) > 0:
+                while not self._closed and self._owed and \
+                        (wait := self._owed[0] + self.REFILL_DELAY_S - time.monotonic()) > 0:
                     self._cond.wait(wait)
                 if self._closed:
                     return
+                if self._owed:
+                    self._owed.popleft()
             try:
                 driver = open_kernel(self.config, self.stubs)
                 if self.prepare is not None:
@@ -119,7 +124,7 @@ class SandboxPool:
             if not self._ready:
                 return None
             driver = self._ready.popleft()
-            self._acquired_at = time.monotonic()
+            self._owed.append(time.monotonic())
             self._cond.notify_all()
             return driver
 

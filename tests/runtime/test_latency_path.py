@@ -167,3 +167,38 @@ def test_a_refill_starts_only_after_the_delay_and_still_fills(monkeypatch: pytes
         assert len(opened) == 2 and opened[1] >= acquired + 0.5 - 0.01
     finally:
         pool.close()
+
+
+def test_each_refill_waits_for_its_own_acquire_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second acquire inside the first one's delay does not put the first one's refill off:
+    with acquires coming faster than the delay, the pool would otherwise never refill."""
+    import time
+
+    from codeact.sandbox import pool as pool_module
+
+    opened: list[float] = []
+    real = pool_module.open_kernel
+
+    def timed(*args: Any, **kwargs: Any) -> KernelDriver:
+        opened.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pool_module, "open_kernel", timed)
+    pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 2, "")
+    pool.REFILL_DELAY_S = 1.0
+    try:
+        assert pool.wait_ready(60), pool.last_error
+        first = pool.acquire()
+        acquired = time.monotonic()
+        time.sleep(0.6)
+        second = pool.acquire()
+        assert first is not None and second is not None
+        first.sandbox.close()
+        second.sandbox.close()
+        assert pool.wait_ready(60), pool.last_error
+        assert len(opened) == 4
+        # Its own acquire's delay: 1.0 s after it; the latest acquire's would be 1.6 s.
+        assert acquired + 1.0 - 0.01 <= opened[2] < acquired + 1.45, "the first refill waits for its own delay"
+        assert opened[3] >= acquired + 0.6 + 1.0 - 0.01
+    finally:
+        pool.close()
