@@ -26,6 +26,11 @@ def _jsonable(name: str, value: Any) -> Any:
         if type(value) is float and not math.isfinite(value):
             raise ToolError("tool_exception", f"{name!r} returned {value!r}, which is not JSON "
                                               "(return None or a string)")
+        if type(value) is int and value.bit_length() > _LONG_INT_BITS:
+            try:
+                json.dumps(value)  # past Python's int-to-text digit limit: no JSON for it
+            except ValueError as exc:
+                raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
         return value
     try:
         converted = to_jsonable_python(value)
@@ -36,6 +41,8 @@ def _jsonable(name: str, value: Any) -> Any:
 
 
 _SCALARS = frozenset({str, int, float, bool})
+#: Ints this long may pass Python's limit on int-to-text conversion (4,300 digits by default).
+_LONG_INT_BITS = 14_000
 
 
 class _Refusal:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._calls import _invoke, _jsonable, _Once
+from ._calls import _error, _invoke, _jsonable, _max_calls_error, _Once
 from .ledger import CallLedger
 
 if TYPE_CHECKING:
@@ -37,17 +37,26 @@ class _InlineCall(_Once):
         return _jsonable(route.name, _invoke(route.fn, self.args)), False
 
     def run(self) -> None:
-        host, ledger, record, name = self.host, self.ledger, self.record, self.route.name
+        host, ledger, record, route = self.host, self.ledger, self.record, self.route
         try:
+            # Begun only now, as on a pool thread: a call whose record ended before this thread
+            # got to it (its run was over, or it timed out waiting) never runs.
+            admitted = ledger.start(record, route.policy.max_calls)
+            if admitted is None:
+                return
+            if not admitted:
+                if ledger.finish(record, error=_error(_max_calls_error(route.tool))):
+                    self.reply(host._payload(ledger, record))
+                return
             started = time.perf_counter()
-            host._inline_since[name] = started
+            host._inline_since[route.name] = started
             done = host._finish(ledger, record, self._value)
             elapsed = time.perf_counter() - started
             try:
                 if done:
                     self.reply(host._payload(ledger, record))
             finally:  # after the reply: the sandbox need not wait for this
-                host._timed(name, elapsed, False)
+                host._timed(route.name, elapsed, False)
         finally:
             if self.claim():  # else it expired meanwhile, and the expiry gave the slot back
                 ledger.store.gate.leave()
@@ -77,8 +86,12 @@ def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
     gate = ledger.store.gate
     if not gate.try_enter():
         return None
-    record = ledger.open_running(name, arguments, size, host.max_calls_per_run, host.max_run_argument_bytes,
-                                 host.max_in_flight_per_session, route.policy.max_calls)
+    try:
+        record = ledger.open_running(name, arguments, size, host.max_calls_per_run, host.max_run_argument_bytes,
+                                     host.max_in_flight_per_session, route.policy.max_calls)
+    except BaseException:  # a fault (an observer's hook): the full front meets it too, and answers
+        gate.leave()
+        return None
     if record is None:
         gate.leave()
         return None

@@ -158,9 +158,10 @@ class CallLedger:
 
     def open_running(self, name: str, arguments: Any, size: int, max_calls: int, max_bytes: int,
                      max_in_flight: int, limit: int | None) -> ToolCallRecord | None:
-        """:meth:`arrive`, :meth:`open` and :meth:`start` in one step, for a call that runs at once;
-        None, with nothing counted, when any of them would refuse it (the caller then takes the
-        call through those steps one by one, which record the refusal)."""
+        """:meth:`arrive` and :meth:`open` in one step, for a call about to run on this thread
+        (which then calls :meth:`start`, as any call does when it runs); None, with nothing
+        counted, when arrive would refuse it or :meth:`start` surely would (the caller then takes
+        the call through the steps one by one, which record the refusal)."""
         store = self.store
         with self._lock:
             admitted = self._admitted.get(name, 0)
@@ -173,8 +174,6 @@ class CallLedger:
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
-            self._begun.add(record.id)
-            self._admitted[name] = admitted + 1
         return record
 
     def arrive(self, size: int, max_calls: int, max_bytes: int) -> str | None:

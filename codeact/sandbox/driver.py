@@ -276,8 +276,8 @@ class KernelDriver:
         chan = self._chan
         deadline = time.monotonic() + timeout_s
         try:
-            chan.sock.settimeout(timeout_s)
-            with self._write_lock:
+            with self._write_lock:  # the socket's mode changes under the lock writers take
+                chan.sock.settimeout(timeout_s)
                 chan.sock.sendall(data)
             while True:
                 left = deadline - time.monotonic()
@@ -410,6 +410,9 @@ class KernelDriver:
                 return f"unreadable frame: {one_line(str(exc), 300)}"
             if message is None:  # streamed output, passed on
                 continue
+            if me != _CALLER and (run.outcome is not None or run.leader != me):
+                self._kill()  # a frame meant for whatever comes next: see _guarded
+                return None
             ended = self._frame(run, me, message)
             if ended is not _GO_ON:
                 return ended
@@ -535,8 +538,9 @@ class KernelDriver:
         caller looks again, so the timeout rarely changes (each change is a syscall)."""
         sock = self._chan.sock
         if sock.gettimeout() is not None:  # a handshake or a reset/bind used a Python timeout
-            sock.settimeout(None)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
+            with self._write_lock:  # no write between the mode and its send bound (see _send_all)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
+                sock.settimeout(None)
             self._rcv_timeout = -1.0
         seconds = min(max(seconds, 0.001), _LEAD_WAIT_S)  # 0 would mean forever
         if seconds != self._rcv_timeout:

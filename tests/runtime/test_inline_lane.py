@@ -136,9 +136,53 @@ def test_the_lane_counts_nothing_when_it_declines(rt: Runtime) -> None:
     assert ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=100, max_in_flight=5, limit=0) is None
     assert (ledger.arrived, ledger.argument_bytes, ledger.store.in_flight, ledger.final_records()) == (0, 0, 0, [])
     record = ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=100, max_in_flight=5, limit=1)
-    assert record is not None and ledger.begin(record)
+    assert record is not None
     assert (ledger.arrived, ledger.argument_bytes, ledger.store.in_flight, ledger.count("add")) == (1, 10, 1, 1)
+    assert ledger.start(record, 1) is True  # begun and admitted when it runs, as any call
     assert not ledger.admit("add", 1)  # admitted once already
+
+
+def test_a_lane_call_whose_run_ended_before_it_started_never_runs(rt: Runtime) -> None:
+    """The reading thread may get to the call late (a leader thread that starts late): if its
+    record ended meanwhile, the tool never runs and the record says it was not started."""
+    ran: list[int] = []
+
+    @tool
+    def effect(x: int) -> int:
+        """Has a side effect.
+
+        Args:
+            x: A number.
+        """
+        ran.append(x)
+        return x
+
+    with Runtime([effect], LOCAL) as runtime:
+        ledger = CallLedger(runtime.host.new_store())
+        replies: list[Any] = []
+        handed = runtime.host.dispatch(ledger, "effect", {"x": 1}, replies.append, 10, inline=True)
+        assert handed is not None and handed[2] is not None
+        ledger.close_pending("tool_exception", "the run ended before this call finished")
+        handed[2]()
+        assert ran == [] and replies == []
+        (record,) = ledger.final_records()
+        assert record.error is not None and "it was not run" in record.error.message
+        assert ledger.store.gate.running == 0 and ledger.store.in_flight == 0
+
+
+def test_a_fault_in_the_lanes_ledger_step_is_answered_like_the_full_fronts(rt: Runtime) -> None:
+    """An observer's hook that raises when a call opens: the lane gives its slot back and the
+    full front answers the call as ``tool_exception``; the run is not killed."""
+    from codeact.runtime.events import ObservedLedger
+
+    def boom(record: Any) -> None:
+        raise OSError("injected")
+
+    ledger = ObservedLedger(rt.host.new_store(), boom, lambda record: None)
+    replies: list[Any] = []
+    assert rt.host.dispatch(ledger, "add", {"a": 1}, replies.append, 10, inline=True) is None
+    assert [r["error"]["code"] for r in replies] == ["tool_exception"]
+    assert ledger.store.gate.running == 0
 
 
 def test_a_slow_plain_tool_leaves_the_lane(rt: Runtime) -> None:

@@ -288,6 +288,7 @@ UNSENDABLE: dict[str, Any] = {
     "infinity": lambda: -float("inf"),
     "nan_inside": lambda: {"rows": [1.0, float("nan")]},
     "cycle": lambda: (lambda d: (d.__setitem__("me", d), d)[1])({}),
+    "huge_int": lambda: 10 ** 5000,  # past Python's int-to-text digit limit
 }
 
 
