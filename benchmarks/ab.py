@@ -1,0 +1,123 @@
+"""``python -m benchmarks.ab REV``: the working tree against a git revision, interleaved in one process.
+
+This machine's speed swings by 2x from minute to minute, so two separate bench runs cannot tell a
+5 % change from noise. This runs both versions side by side in one process, alternating chunks
+with the raw floor (``floor.py``), and prints each one's p50 with its ratio to the floor:
+
+    python -m benchmarks.ab HEAD~3                 # tool call round trip (Docker)
+    python -m benchmarks.ab HEAD~3 --mode warm     # warm ``x = 1``
+
+REV is checked out with ``git worktree`` into a temporary directory and imported as
+``codeact_rev``. Its few absolute ``codeact.`` imports (image building) resolve to the working
+tree's, so change the sandbox image's inputs in one of the two only if the images differ anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import codeact
+
+from .floor import open_floor
+from .toolcall import CELL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _echo_for(pkg: ModuleType) -> Any:
+    def echo(x: int) -> int:
+        """Return ``x``.
+
+        Args:
+            x: Any integer.
+        """
+        return x
+
+    return pkg.tool(echo)
+
+
+def _import_revision(rev: str, into: Path) -> ModuleType:
+    tree = into / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(tree), rev],
+                   check=True, capture_output=True)
+    (into / "pkg").mkdir()
+    (into / "pkg" / "codeact_rev").symlink_to(tree / "codeact")
+    sys.path.insert(0, str(into / "pkg"))
+    return importlib.import_module("codeact_rev")
+
+
+def _measures(mode: str, sessions: dict[str, Any], floor: Any) -> dict[str, Callable[[int], list[float]]]:
+    def calls(session: Any) -> Callable[[int], list[float]]:
+        return lambda n: list(session.run(CELL.format(n=n)).value["lat_us"])
+
+    def warm(session: Any) -> Callable[[int], list[float]]:
+        def loop(n: int) -> list[float]:
+            lat = []
+            for _ in range(n):
+                start = time.perf_counter()
+                session.run("x = 1")
+                lat.append((time.perf_counter() - start) * 1e6)
+            return lat
+        return loop
+
+    make, base = (calls, floor.ping) if mode == "call" else (warm, floor.exec_loop)
+    return {"floor": base, **{label: make(session) for label, session in sessions.items()}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__.split("\n")[0])
+    parser.add_argument("rev", help="the git revision to compare the working tree with")
+    parser.add_argument("--mode", choices=["call", "warm"], default="call")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--n", type=int, default=2000, help="samples per chunk (warm: a quarter of it)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="codeact-ab-") as tmp:
+        try:
+            rev = _import_revision(args.rev, Path(tmp))
+            runtimes, sessions = [], {}
+            for label, pkg in (("working tree", codeact), (args.rev, rev)):
+                config = pkg.SandboxConfig(backend="docker", policy="none", timeout_s=600)
+                runtime = pkg.Runtime([_echo_for(pkg)], config)
+                runtimes.append(runtime)
+                sessions[label] = runtime.session()
+            floor, note = open_floor(True, codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600))
+            if floor is None:
+                raise SystemExit(f"benchmarks.ab: no floor container: {note}")
+            try:
+                n = args.n if args.mode == "call" else max(1, args.n // 4)
+                measures = _measures(args.mode, sessions, floor)
+                samples: dict[str, list[float]] = {label: [] for label in measures}
+                for fn in measures.values():
+                    fn(min(n, 200))  # warm-up
+                for i in range(args.rounds):
+                    order = list(measures.items())
+                    for label, fn in order if i % 2 else order[::-1]:
+                        samples[label] += fn(n)
+            finally:
+                floor.close()
+                for session in sessions.values():
+                    session.close()
+                for runtime in runtimes:
+                    runtime.close()
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(tmp) / "tree")],
+                           capture_output=True)
+    floor_p50 = statistics.median(samples["floor"])
+    for label, values in samples.items():
+        p50 = statistics.median(values)
+        print(f"{args.mode:4s} {label:14s} p50 {p50:7.1f} µs  {p50 / floor_p50:.2f}× floor  "
+              f"p90 {statistics.quantiles(values, n=10)[-1]:7.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
