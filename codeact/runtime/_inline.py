@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._calls import _error, _invoke, _jsonable, _max_calls_error, _Once
+from ._calls import _Once
 from .ledger import CallLedger
 
 if TYPE_CHECKING:
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 
 class _InlineCall(_Once):
-    """One call taken by the lane: its work (``run``) and its expiry (``expire``), which race to
-    claim the session's slot back (see :class:`_Once`)."""
+    """One call taken by the lane: its work (``run``: the plain path on this thread, begun only
+    when it runs) and its expiry (``expire``), which race to claim the session's slot back (see
+    :class:`_Once`)."""
 
     __slots__ = ("args", "host", "ledger", "record", "reply", "route")
 
@@ -31,35 +32,8 @@ class _InlineCall(_Once):
         self.host, self.ledger, self.record = host, ledger, record
         self.route, self.args, self.reply = route, args, reply
 
-    def _value(self) -> tuple[Any, bool]:
-        route = self.route
-        assert route.fn is not None  # a plain route's tool is a Python function
-        return _jsonable(route.name, _invoke(route.fn, self.args)), False
-
     def run(self) -> None:
-        host, ledger, record, route = self.host, self.ledger, self.record, self.route
-        try:
-            # Begun only now, as on a pool thread: a call whose record ended before this thread
-            # got to it (its run was over, or it timed out waiting) never runs.
-            admitted = ledger.start(record, route.policy.max_calls)
-            if admitted is None:
-                return
-            if not admitted:
-                if ledger.finish(record, error=_error(_max_calls_error(route.tool))):
-                    self.reply(host._payload(ledger, record))
-                return
-            started = time.perf_counter()
-            host._inline_since[route.name] = started
-            done = host._finish(ledger, record, self._value)
-            elapsed = time.perf_counter() - started
-            try:
-                if done:
-                    self.reply(host._payload(ledger, record))
-            finally:  # after the reply: the sandbox need not wait for this
-                host._timed(route.name, elapsed, False)
-        finally:
-            if self.claim():  # else it expired meanwhile, and the expiry gave the slot back
-                ledger.store.gate.leave()
+        self.host._run_plain(self.ledger, self.record, self.route, self.args, self.reply, self, pooled=False)
 
     def expire(self) -> None:
         self.host._expire(self.ledger, self.record, self.route, self.reply, self, False)

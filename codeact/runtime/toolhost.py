@@ -349,9 +349,9 @@ class ToolHost:
                 ledger.store.gate.leave()
 
     def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
-                   reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
-        """A plain call on a pool thread: admit, run, record, reply (the inline lane runs its calls
-        on the reading thread instead: ``runtime/_inline.py``)."""
+                   reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool = True) -> None:
+        """A plain call, on a pool thread (``pooled``) or on the thread that read its frame (the
+        inline lane, ``runtime/_inline.py``): admit, run, record, reply."""
         try:
             admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it
@@ -361,6 +361,8 @@ class ToolHost:
             elapsed = None
             if admitted:
                 started = time.perf_counter()
+                if not pooled:
+                    self._inline_since[name] = started
                 done = self._finish(ledger, record, lambda: (_jsonable(name, _invoke(fn, args)), False))
                 elapsed = time.perf_counter() - started
             else:
@@ -370,10 +372,11 @@ class ToolHost:
                     reply(self._payload(ledger, record))
             finally:
                 if elapsed is not None:  # after the reply: the sandbox need not wait for this
-                    self._timed(name, elapsed, True)
+                    self._timed(name, elapsed, pooled)
         finally:
-            if not once.claim():  # it had expired: give back the thread the pool lent meanwhile
-                self.loop.pool.grow(-1)
+            if not once.claim():  # it had expired: the expiry gave the slot back
+                if pooled:  # and lent the pool a thread meanwhile: give that back
+                    self.loop.pool.grow(-1)
             else:
                 ledger.store.gate.leave()
 

@@ -97,6 +97,8 @@ def _ignored_interrupt() -> RunOutcome:
 
 #: What :meth:`KernelDriver._lead` returns when the sandbox closed the channel.
 _DIED = "the sandbox closed the channel"
+#: What :meth:`KernelDriver._lead` returns when it read a frame after its run had ended or moved on.
+_STALE = "a frame read by a thread that no longer leads the run"
 #: What :meth:`KernelDriver._frame` returns when reading goes on.
 _GO_ON = "go on"
 
@@ -411,8 +413,7 @@ class KernelDriver:
             if message is None:  # streamed output, passed on
                 continue
             if me != _CALLER and (run.outcome is not None or run.leader != me):
-                self._kill()  # a frame meant for whatever comes next: see _guarded
-                return None
+                return _STALE  # a frame meant for whatever comes next: see _guarded
             ended = self._frame(run, me, message)
             if ended is not _GO_ON:
                 return ended

@@ -140,9 +140,9 @@ def test_a_host_bug_while_a_call_is_handled_ends_the_run_at_once(monkeypatch: py
         assert session.run("echo(n=3)").value == 3
 
 
-def test_a_refill_starts_only_after_the_delay_and_still_fills(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pool holds a refill back ``REFILL_DELAY_S`` after an acquire (the acquiring session's
-    first run goes first), and then fills."""
+@pytest.fixture()
+def opened_at(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When the pool started each kernel (``time.monotonic()``), in order."""
     import time
 
     from codeact.sandbox import pool as pool_module
@@ -155,6 +155,15 @@ def test_a_refill_starts_only_after_the_delay_and_still_fills(monkeypatch: pytes
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pool_module, "open_kernel", timed)
+    return opened
+
+
+def test_a_refill_starts_only_after_the_delay_and_still_fills(opened_at: list[float]) -> None:
+    """The pool holds a refill back ``REFILL_DELAY_S`` after an acquire (the acquiring session's
+    first run goes first), and then fills."""
+    import time
+
+    opened = opened_at
     pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 1, "")
     pool.REFILL_DELAY_S = 0.5
     try:
@@ -169,21 +178,12 @@ def test_a_refill_starts_only_after_the_delay_and_still_fills(monkeypatch: pytes
         pool.close()
 
 
-def test_each_refill_waits_for_its_own_acquire_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float]) -> None:
     """A second acquire inside the first one's delay does not put the first one's refill off:
     with acquires coming faster than the delay, the pool would otherwise never refill."""
     import time
 
-    from codeact.sandbox import pool as pool_module
-
-    opened: list[float] = []
-    real = pool_module.open_kernel
-
-    def timed(*args: Any, **kwargs: Any) -> KernelDriver:
-        opened.append(time.monotonic())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pool_module, "open_kernel", timed)
+    opened = opened_at
     pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 2, "")
     pool.REFILL_DELAY_S = 1.0
     try:

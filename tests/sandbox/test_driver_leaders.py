@@ -107,16 +107,11 @@ def test_a_frame_read_by_a_stale_reader_kills_rather_than_stalls(
     from codeact import SandboxError
     from codeact.sandbox.driver import KernelDriver
 
+    real_busy = KernelDriver._busy
+
     def stale_busy(run: Any, me: int, timer: Any) -> bool:
-        run.busy = timer  # marks the run busy even when this thread no longer leads it
-        try:
-            timer[3]()
-        finally:
-            with run.lock:
-                still = run.leader == me
-                if still:
-                    run.busy = None
-        return still
+        run.busy = timer  # the marker before the fix: set even when this thread no longer leads
+        return real_busy(run, me, timer)
 
     monkeypatch.setattr(KernelDriver, "_busy", staticmethod(stale_busy))
     config = SandboxConfig(backend="local", policy="none", timeout_s=20)
