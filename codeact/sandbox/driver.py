@@ -24,7 +24,18 @@ from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from .base import Sandbox
 from .inside.frames import FROM_KERNEL, TERMINATIONS, problem
-from .inside.protocol import VERSION, FrameError, FrameSocket, PeerClosed, bindable, decode_bounded, encode
+from .inside.protocol import (
+    VERSION,
+    FrameError,
+    FrameSocket,
+    OversizedFrame,
+    PeerClosed,
+    RefusedArguments,
+    bindable,
+    decode_bounded,
+    encode,
+    refused_call,
+)
 
 __all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
@@ -286,7 +297,7 @@ class KernelDriver:
                 if left <= 0:
                     raise TimeoutError
                 chan.sock.settimeout(left)
-                message = decode_bounded(chan.recv_body())
+                message = decode_bounded(chan.recv_body(deadline))
                 if message.get("type") != "call":
                     break
                 problem = _call_problem(message)  # a thread the code left running calls a tool between runs
@@ -403,7 +414,7 @@ class KernelDriver:
                     continue
                 wait = min(wait, remaining) if timers else remaining
             try:
-                message = self._recv(run.id, wait, run.max_call_bytes)
+                message = self._recv(run.id, wait, run.max_call_bytes, now + max(wait, 0.001))
             except TimeoutError:
                 continue
             except PeerClosed:
@@ -510,14 +521,26 @@ class KernelDriver:
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}
 
-    def _recv(self, run_id: str, wait: float, max_call_bytes: int | None) -> dict[str, Any] | None:
+    def _recv(self, run_id: str, wait: float, max_call_bytes: int | None, until: float) -> dict[str, Any] | None:
         """The next frame, or None for streamed output (passed to ``on_output`` here);
-        ``TimeoutError`` after ``wait`` seconds, ``FrameError`` for output out of protocol."""
+        ``TimeoutError`` after ``wait`` seconds (at ``until``, even while a frame trickles in),
+        ``FrameError`` for output out of protocol."""
         self._wait_at_most(wait)
         try:
-            body = self._chan.recv_body()
+            body = self._chan.recv_body(until)
         except BlockingIOError:  # SO_RCVTIMEO passed (a partial frame stays buffered)
             raise TimeoutError from None
+        except OversizedFrame as exc:
+            # Ordinary code passing a huge value to a tool: the call is refused (and recorded) like
+            # any oversized call, its bytes skipped unread; any other frame that large is a violation.
+            refused = refused_call(exc.head)
+            if refused is None:
+                raise
+            if max_call_bytes is None or exc.size <= max_call_bytes:  # else the usual message says it
+                refused["arguments"] = RefusedArguments(
+                    f"the call's frame of {exc.size} bytes exceeds the channel's limit of "
+                    f"{self._chan.max_frame} (max_frame_bytes); pass large data through files in the workspace")
+            return refused
         message = decode_bounded(body, max_call_bytes)
         if message.get("type") != "output":
             return message

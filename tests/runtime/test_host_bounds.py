@@ -7,6 +7,7 @@ import asyncio
 import gc
 import textwrap
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -104,6 +105,46 @@ def test_an_oversized_call_frame_is_refused_unparsed(rt: Runtime) -> None:
         assert call.error is not None and call.error.code == "invalid_arguments"
         assert call.arguments == {"truncated": True, "bytes": len(b'{"type":"call","seq":77,"name":"echo",'
                                                                  b'"arguments":{"x":[') + 9_000_000 + 5}
+
+
+SHORT = LOCAL.model_copy(update={"timeout_s": 3.0, "grace_s": 1.0})
+
+
+def test_an_endless_oversized_call_frame_does_not_hold_the_run() -> None:
+    # A call frame claiming 2 GB, trickled in for far longer than the run may take: the host
+    # refuses the call at once and skips the bytes, but keeps the run's deadline meanwhile.
+    with Runtime([echo], SHORT) as runtime, runtime.session() as s:
+        started = time.monotonic()
+        result = forged(s, """
+            import time
+            head = b'{"type":"call","seq":1,"name":"echo","arguments":{"x":"'
+            chan.sendall(struct.pack('!I', 2_000_000_000) + head + b'a' * 100_000)
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                chan.sendall(b'a' * 65536)
+                time.sleep(0.05)
+        """)
+        took = time.monotonic() - started
+        assert result.termination == "timeout" and took < 3.0 + 1.0 + 3.0, (result, took)
+        [call] = result.calls
+        assert call.error is not None and call.error.code == "invalid_arguments"
+        assert s.run("1 + 1").value == 2
+
+
+def test_a_trickled_frame_does_not_hold_the_run() -> None:
+    # A frame whose bytes come one at a time, each well within the socket's read timeout.
+    with Runtime([echo], SHORT) as runtime, runtime.session() as s:
+        started = time.monotonic()
+        result = forged(s, """
+            import time
+            chan.sendall(struct.pack('!I', 1000) + b'{')
+            for _ in range(150):
+                time.sleep(0.2)
+                chan.sendall(b' ')
+        """)
+        took = time.monotonic() - started
+        assert result.termination == "timeout" and took < 3.0 + 1.0 + 3.0, (result, took)
+        assert s.run("1 + 1").value == 2
 
 
 def test_a_large_frame_of_many_containers_is_a_violation(rt: Runtime) -> None:

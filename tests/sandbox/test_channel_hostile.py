@@ -33,7 +33,7 @@ def forge(runtime: Runtime, payload: str) -> object:
     ("payload", "reason"),
     [
         ("chan.sendall(b'\\x00\\x00\\x00\\x05hello')", "unreadable frame"),
-        ("chan.sendall(struct.pack('!I', 1 << 30))", "exceeds the limit"),
+        ("chan.sendall(struct.pack('!I', 1 << 30) + b'{\"type\":\"output\"' + b' ' * 2000)", "exceeds the limit"),
         ("chan.sendall(frame({'type': 'done', 'id': 'not-this-run', 'termination': 'completed'}))",
          "not in progress"),
         ("chan.sendall(frame({'type': 'result', 'seq': 1, 'ok': True, 'value': 1}))", "unexpected frame type"),

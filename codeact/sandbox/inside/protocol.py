@@ -30,6 +30,7 @@ import keyword
 import re
 import socket
 import struct
+import time
 from typing import Any
 
 VERSION = 1
@@ -127,10 +128,9 @@ def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, 
     objects than the budget (which would blow up in memory when parsed).
     """
     if max_call_bytes is not None and len(body) > max_call_bytes + 1024:
-        head = _CALL_HEAD.match(body)
-        if head is not None:
-            return {"type": "call", "seq": int(head[1]), "name": json.loads(head[2]),
-                    "arguments": RefusedArguments()}
+        refused = refused_call(body)
+        if refused is not None:
+            return refused
     containers = body.count(b"[") + body.count(b"{")
     budget = max(MIN_CONTAINER_BUDGET, (max_call_bytes or 0) // 2)
     if containers > budget:
@@ -142,6 +142,15 @@ def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, 
     if containers > MAX_DEPTH and message["type"] == "call" and _nests_deeper(body, MAX_DEPTH + 2):
         message["arguments"] = RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
     return message
+
+
+def refused_call(head: bytes) -> dict[str, Any] | None:
+    """The call whose frame starts with ``head``, its arguments refused unparsed (a frame too large
+    to parse); None when ``head`` is not the start of a call frame."""
+    match = _CALL_HEAD.match(head)
+    if match is None:
+        return None
+    return {"type": "call", "seq": int(match[1]), "name": json.loads(match[2]), "arguments": RefusedArguments()}
 
 
 def bindable(name: Any) -> bool:
@@ -156,6 +165,21 @@ class FrameError(Exception):
 
 class PeerClosed(FrameError):
     """The peer closed the connection."""
+
+
+class OversizedFrame(FrameError):
+    """A frame larger than the reader's limit: ``head`` holds its first bytes (at most
+    :data:`HEAD_BYTES`); the rest is skipped unread by the next reads (see ``FrameSocket``)."""
+
+    def __init__(self, size: int, limit: int, head: bytes) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit}")
+        self.size = size
+        self.head = head
+
+
+#: Bytes of an oversized frame kept to tell what it was (a call frame's head fits in them).
+HEAD_BYTES = 1024
+_SKIP_CHUNK = 1 << 20
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -193,24 +217,55 @@ class FrameSocket:
         self._buf = bytearray()
         #: Size in bytes of the last frame read (lets the host bound what it keeps of a message).
         self.last_size = 0
+        #: Bytes of an oversized frame still to be discarded before the next frame starts.
+        self._skip = 0
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(encode(message))
 
-    def _fill(self, n: int) -> None:
+    def _fill(self, n: int, until: float | None) -> None:
         while len(self._buf) < n:
+            # Only with part of a frame in: a frame that comes whole (the usual case) costs no clock read.
+            if until is not None and self._buf and time.monotonic() >= until:
+                raise TimeoutError("a frame was still arriving at the read's deadline")
             chunk = self.sock.recv(max(65536, n - len(self._buf)))
             if not chunk:
                 raise PeerClosed("the peer closed the channel")
             self._buf += chunk
 
-    def recv_body(self) -> bytes:
-        """Read one frame's body, unparsed; raise FrameError on oversize, PeerClosed on EOF."""
-        self._fill(_HEADER.size)
+    def _discard(self, until: float | None) -> None:
+        """Skip what is left of an oversized frame, never holding more than a chunk of it."""
+        held = min(self._skip, len(self._buf))
+        del self._buf[:held]
+        self._skip -= held
+        while self._skip:
+            chunk = self.sock.recv(min(self._skip, _SKIP_CHUNK))
+            if not chunk:
+                raise PeerClosed("the peer closed the channel")
+            self._skip -= len(chunk)
+            if until is not None and self._skip and time.monotonic() >= until:
+                raise TimeoutError("an oversized frame was still arriving at the read's deadline")
+
+    def recv_body(self, until: float | None = None) -> bytes:
+        """Read one frame's body, unparsed; raise PeerClosed on EOF and :class:`OversizedFrame`
+        for a frame over the limit (its head read, the rest skipped by the next reads).
+
+        ``until`` (``time.monotonic()``): a frame still arriving then raises TimeoutError, its
+        bytes so far kept for the next call, so a peer that trickles bytes cannot hold the
+        reader past its deadline (each ``recv`` is bounded by the socket's own timeout)."""
+        if self._skip:
+            self._discard(until)
+        self._fill(_HEADER.size, until)
         (size,) = _HEADER.unpack_from(self._buf)
         if size > self.max_frame:
-            raise FrameError(f"frame of {size} bytes exceeds the limit of {self.max_frame}")
-        self._fill(_HEADER.size + size)
+            kept = min(size, HEAD_BYTES)
+            self._fill(_HEADER.size + kept, until)
+            head = bytes(self._buf[_HEADER.size : _HEADER.size + kept])
+            del self._buf[: _HEADER.size + kept]
+            self._skip = size - kept
+            self.last_size = size
+            raise OversizedFrame(size, self.max_frame, head)
+        self._fill(_HEADER.size + size, until)
         self.last_size = size
         body = bytes(self._buf[_HEADER.size : _HEADER.size + size])
         del self._buf[: _HEADER.size + size]
