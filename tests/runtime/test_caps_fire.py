@@ -177,3 +177,31 @@ def test_a_dead_sandbox_is_discarded_at_once(docker_image: str) -> None:
 def _container_id(session: Any) -> str:
     sandbox = session._driver.sandbox
     return str(getattr(sandbox, "container_id", None) or getattr(getattr(sandbox, "container", None), "id", ""))
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_a_done_frame_over_a_low_frame_limit_is_cut_to_fit(backend: str, request: pytest.FixtureRequest) -> None:
+    # max_frame_bytes below what output_cap lets the code print: the kernel cuts its report to fit
+    # (output marked truncated, the value replaced by a note) instead of sending a frame the
+    # host must refuse as a protocol violation (which would lose the session's state).
+    if backend == "docker":
+        request.getfixturevalue("docker_image")
+    limit = 64 * 1024
+    config = SandboxConfig(backend=backend, policy="none", timeout_s=20, max_frame_bytes=limit)  # type: ignore[arg-type]
+    with Runtime([], config) as rt, rt.session() as s:
+        s.run("kept = 1")
+        loud = s.run("print('\\x01' * 200_000)\nprint('e' * 200_000, file=__import__('sys').stderr)\n'v' * 100_000")
+        assert loud.ok and not loud.state_lost, loud
+        assert loud.stdout_truncated and loud.stderr_truncated
+        assert 0 < len(loud.stdout) <= limit // 36 and 0 < len(loud.stderr) <= limit // 36
+        assert isinstance(loud.value, str) and f"frame limit of {limit}" in loud.value
+        # an error that fits once the output is cut is kept whole ...
+        fits = s.run("print('o' * 200_000)\nraise ValueError('m' * 7000)")
+        assert fits.termination == "error" and fits.error is not None and fits.error.message == "m" * 7000
+        assert fits.stdout_truncated
+        # ... one that does not (its characters escape to 6 bytes each) is cut too
+        cut = s.run("raise ValueError('\\x01' * 7000)")
+        assert cut.termination == "error" and cut.error is not None and cut.error.type == "ValueError"
+        assert 0 < len(cut.error.message) <= limit // 36 and set(cut.error.message) == {"\x01"}
+        after = s.run("kept")
+        assert after.ok and after.value == 1

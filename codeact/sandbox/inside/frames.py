@@ -85,7 +85,7 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
 
 #: Host → kernel.
 FROM_HOST: dict[str, dict[str, Field]] = {
-    "setup": _frame(Field("stubs", "str")),
+    "setup": _frame(Field("stubs", "str"), Field("max_frame", "int", required=False)),
     "run": _frame(Field("id", "str"), Field("code", "str"), Field("output_cap", "int"),
                   Field("output_limit", "int"), Field("stream", "bool", required=False)),
     "result": _frame(Field("seq", "int"), Field("ok", "bool"), Field("value", "any", required=False),

@@ -272,12 +272,38 @@ def _encode_value(value: Any) -> Any:
     return _safe_text(repr, value, _MAX_VALUE)
 
 
+def _fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A ``done`` frame cut to fit the host's frame limit (``max_frame_bytes`` set low): the output
+    first (marked truncated), then the value, the traceback and the final answer, each kept to a
+    size that fits whatever its characters encode to (at most 6 bytes each, as ``\\u`` escapes)."""
+    done = dict(done)
+    share = limit // 36  # characters of each of four fields: two thirds of the limit at worst
+    for name in ("stdout", "stderr"):
+        text = done.get(name) or ""
+        if len(text) > share:
+            done[name], done[f"{name}_truncated"] = text[:share], True
+    if len(protocol.encode(done)) - 4 <= limit:
+        return done
+    if "value" in done:
+        done["value"] = f"<the value did not fit the channel's frame limit of {limit} bytes>"
+    if done.get("final") is not None:
+        done["final"] = {"value": f"<the final answer did not fit the channel's frame limit of {limit} bytes>"}
+    if done.get("error"):
+        error = dict(done["error"])
+        error["message"] = str(error.get("message", ""))[:share]
+        error["traceback"] = str(error.get("traceback", ""))[:share]
+        done["error"] = error
+    return done
+
+
 class Kernel:
     """Executes cells in one namespace; talks to the host through a FrameSocket."""
 
     def __init__(self, channel: protocol.FrameSocket, policy: str) -> None:
         self.channel = channel
         self.policy = policy
+        #: The largest frame the host reads (``setup`` says; a larger ``done`` is cut to fit).
+        self.max_frame = protocol.DEFAULT_MAX_FRAME
         self.write_lock = threading.Lock()
         self.fd_lock = threading.Lock()
         self.runs: collections.deque[dict[str, Any]] = collections.deque()
@@ -327,6 +353,8 @@ class Kernel:
         if self.live_id is not None and message.get("type") == "call":
             self._flush_live()  # what the code printed before the call reaches the host before it
         data = protocol.encode(message)
+        if len(data) - 4 > self.max_frame and message.get("type") == "done":  # the host would refuse it
+            data = protocol.encode(_fitted(message, self.max_frame))
         with self.write_lock:
             self.channel.sock.sendall(data)
 
@@ -514,6 +542,8 @@ class Kernel:
     def setup(self, message: dict[str, Any]) -> None:
         """Install the tool stubs; those listed after the lazy marker are compiled at their first use
         (see ``lazy_stubs``)."""
+        if type(message.get("max_frame")) is int:
+            self.max_frame = message["max_frame"]
         stubs, later = lazy_stubs.split(str(message.get("stubs", "")))
         scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
         scope["__codeact_call__"] = self.client.call

@@ -10,7 +10,8 @@ Kernel → host: ``hello``, ``call``, ``output``, ``done``, ``ready``, ``bound``
 The kernel handles ``setup``, ``run``, ``reset`` and ``bind`` one at a time, in order, on its main
 thread; each is answered by exactly one frame:
 
-* ``{"type": "setup", "stubs": str}`` → ``{"type": "ready", "error"?: str}``
+* ``{"type": "setup", "stubs": str, "max_frame"?: int}`` → ``{"type": "ready", "error"?: str}``
+  (``max_frame``: the largest frame the host reads; the kernel cuts a larger ``done`` to fit)
 * ``{"type": "run", "id": str, "code": str, ...}`` → ``{"type": "done", "id": str, ...}``
 * ``{"type": "reset"}`` → ``{"type": "ready", "error"?: str}``: the namespace goes back to its
   baseline, the namespace as setup left it (taken when the first frame after setup arrives):
