@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._text import one_line
 from ..errors import SandboxUnavailable, SnapshotError, ToolDefinitionError
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
@@ -90,7 +91,8 @@ def exec_command(
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
 
     Exit 0 completed, 1 failed (the result is printed), 2 usage error, 3 sandbox unavailable,
-    130 interrupted by Ctrl-C (the result so far is printed, termination "interrupted")."""
+    130 interrupted by Ctrl-C (the result so far is printed, termination "interrupted"). With
+    --session, a session file that cannot be saved is one line on stderr and exit 1, after the result."""
     from ..runtime.session import Runtime
 
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
@@ -100,16 +102,26 @@ def exec_command(
         listener = _live.listener(events, as_json, out, live=live)
         toolset = load_toolset(tools or [], tool_spec or [])
         runtime = Runtime(toolset, config)
+        not_saved = None
         try:
             with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close
                 with _open_session(runtime, session_file, config) as session:
+                    if stop.requested:  # Ctrl-C while the sandbox started (nothing ran yet to interrupt)
+                        typer.echo("codeact: interrupted before the code started", err=True)
+                        raise typer.Exit(EXIT_INTERRUPTED)
                     result: ExecutionResult = session.run(code, on_event=listener)
                     if session_file is not None:  # a cell that cannot be replayed exactly is left out
-                        session.snapshot(allow_inexact=True).save(session_file)
+                        try:
+                            session.snapshot(allow_inexact=True).save(session_file)
+                        except (SnapshotError, OSError) as exc:  # the result is printed all the same
+                            not_saved = f"codeact: session file {session_file} not saved: {one_line(str(exc), 300)}"
         except SandboxUnavailable as exc:
             typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
             raise typer.Exit(3) from None
         except SnapshotError as exc:
+            if stop.requested:
+                typer.echo("codeact: interrupted while the session was restored", err=True)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
             typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
             raise typer.Exit(2) from None
         if as_json and not events:
@@ -118,6 +130,9 @@ def exec_command(
             print_result(_live.not_yet_shown(result, listener), out)
     if stop.requested:
         raise typer.Exit(EXIT_INTERRUPTED)
+    if not_saved is not None:
+        typer.echo(not_saved, err=True)
+        raise typer.Exit(1)
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -71,13 +71,37 @@ class _Once:
         except IndexError:
             return False
 
+    def unclaimed(self) -> bool:
+        return bool(self._token)
+
 
 def _refusal(code: str, message: str, retryable: bool = False) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": message, "retryable": retryable}}
 
 
 def _error(exc: ToolError) -> ToolCallError:
-    return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable)
+    """A ToolError as a record's error. A tool that filled one in wrongly (``ToolError(code, None)``,
+    a code that is not text) still gets its call recorded, as a ``tool_exception`` when the code
+    is unusable: a tool's mistake must not fail the recording (and kill its run)."""
+    try:
+        return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable)
+    except BaseException:
+        pass
+    try:
+        code, message, retryable = exc.code, exc.message, exc.retryable
+        if type(message) is not str:
+            message = _describe(exc) if message is None else _text(message)
+        return ToolCallError(code=code if type(code) is str and code else "tool_exception", message=message,
+                             retryable=retryable is True)
+    except BaseException:  # attributes that raise when read
+        return ToolCallError(code="tool_exception", message=_describe(exc))
+
+
+def _text(value: Any) -> str:
+    try:
+        return str(value)[:2000]
+    except BaseException:  # a hostile __str__
+        return f"<{type(value).__name__}>"
 
 
 def _describe(exc: BaseException) -> str:
@@ -120,8 +144,16 @@ async def _guarded(start: Callable[[], Any]) -> Any:
         if task is not None and task.cancelling():
             raise
         raise ToolError("tool_exception", _describe(exc)) from None
+    except GeneratorExit:  # this coroutine is being closed (an abandoned call at shutdown); a
+        raise  # tool's own GeneratorExit is still a tool_exception record, made by the caller
     except BaseException as exc:
         raise ToolError("tool_exception", _describe(exc)) from None
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Done callback of a call no one waits for: its exception is taken, so asyncio does not log it."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _enter(gate: SessionGate) -> None:

@@ -70,4 +70,5 @@ def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
         gate.leave()
         return None
     call = _InlineCall(host, ledger, record, route, args, reply)
+    ledger.holds.append((record, call, False))
     return time.monotonic() + route.timeout_s, call.expire, call.run

@@ -142,6 +142,9 @@ class CallLedger:
         self.argument_bytes = 0
         self._begun: set[str] = set()
         self.ended = False
+        #: (record, claim token, on the pool) of each plain call: what the tool host gives back
+        #: for a call still running when the run ended (``ToolHost.release_abandoned``).
+        self.holds: list[tuple[ToolCallRecord, Any, bool]] = []
 
     @property
     def cache(self) -> dict[str, Any]:

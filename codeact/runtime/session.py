@@ -318,8 +318,11 @@ class Session:
         if sink is not None:
             sink.detach()  # ... to here, never a later run
         files = _written_files(driver.sandbox, before)
+        # A listener that raised, or a stream left early, interrupted the run on request too.
+        interrupted = self._interrupted or (sink is not None and sink.cancelled)
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
-                           files=files, interrupted=self._interrupted, restored=restored)
+                           files=files, interrupted=interrupted, restored=restored)
+        (self._host or self.runtime.host).release_abandoned(ledger)  # once _assemble ended their records
         if outcome.state_lost:
             self._discard()
         if log:
@@ -440,12 +443,21 @@ class Session:
             driver.sandbox.close()
 
     def close(self) -> None:
-        """Kill the sandbox and remove its directories. Idempotent."""
+        """Kill the sandbox and remove its directories. Idempotent. From another thread while a
+        run is in progress, the sandbox is killed first: that run ends ``killed`` at once rather
+        than holding ``close`` until it ends by itself."""
         if self.state == "closed":
             return
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            driver = self._driver
+            if driver is not None:
+                driver._kill()
+            self._lock.acquire()
+        try:
             self.state = "closed"
             self._discard()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Session:
         return self

@@ -18,6 +18,7 @@ text for the session, and the built-in tool ``read_result(call_id, offset, limit
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import functools
 import inspect
@@ -44,6 +45,7 @@ from ._calls import (
     _Once,
     _Refusal,
     _refusal,
+    _retrieved,
 )
 from ._inline import inline_call
 from ._loop import LoopThread
@@ -202,6 +204,7 @@ class ToolHost:
             return None
         if route.plain:
             once = _Once()
+            ledger.holds.append((record, once, True))
             ledger.store.gate.enter(functools.partial(self._start_plain, ledger, record, route, args, reply, once))
             return time.monotonic() + route.timeout_s, \
                 functools.partial(self._expire, ledger, record, route, reply, once, True), None
@@ -403,6 +406,17 @@ class ToolHost:
             if pooled:
                 self.loop.pool.grow(1)
 
+    def release_abandoned(self, ledger: CallLedger) -> None:
+        """After a run's records were ended: give back what its plain calls still running hold (the
+        session's slot; on the pool, a lent thread), as their expiry would have. The run's timers
+        ended with it, so a call hung past the run's end would otherwise hold its slot for good."""
+        for record, once, pooled in ledger.holds:
+            if once.unclaimed() and ledger.begun(record) and once.claim():
+                ledger.store.gate.leave()
+                if pooled:
+                    self.loop.pool.grow(1)
+        ledger.holds.clear()
+
     # -- execute: through the loop --------------------------------------------------------------
     async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:
         """permit → admit → execute → record, for one recorded call; never raises."""
@@ -517,19 +531,36 @@ class ToolHost:
             try:
                 if not ledger.begin(record):  # its run ended while it waited: it never runs
                     raise ToolError("timeout", "the run ended before this call started")
-                fn = tool.fn
+                fn, name = tool.fn, tool.name
+                job: concurrent.futures.Future[Any] | None = None
                 if tool.is_async:
-                    work: Any = _guarded(lambda: fn(**args))
-                else:
-                    work = asyncio.get_running_loop().run_in_executor(self.loop.pool, _invoke, fn, args)
+                    work: asyncio.Future[Any] = asyncio.ensure_future(_guarded(lambda: fn(**args)))
+                else:  # the value is made JSON on the pool thread too: within the timeout, off the loop
+                    job = self.loop.pool.submit(lambda: _jsonable(name, _invoke(fn, args)))
+                    work = asyncio.wrap_future(job)
                 try:
-                    result = await asyncio.wait_for(work, timeout)
-                except asyncio.TimeoutError:
-                    raise ToolError("timeout", f"{tool.name!r} did not answer within {timeout} s",
-                                    retryable=True) from None
+                    done, _ = await asyncio.wait((work,), timeout=timeout)
+                except asyncio.CancelledError:  # the runtime is closing
+                    work.cancel()
+                    raise
+                if not done:
+                    self._abandon(work, job)
+                    raise ToolError("timeout", f"{name!r} did not answer within {timeout} s", retryable=True)
+                result = work.result()
             finally:
                 gate.leave()
-        return _jsonable(tool.name, result)
+        return result if job is not None else _jsonable(tool.name, result)
+
+    def _abandon(self, work: asyncio.Future[Any], job: concurrent.futures.Future[Any] | None) -> None:
+        """A call past its timeout: nothing waits for it any more (an async tool that ignores its
+        cancellation runs on unawaited); a sync one keeps its pool thread until it returns, so
+        the pool is lent a thread meanwhile (as for a plain call's expiry)."""
+        work.cancel()
+        work.add_done_callback(_retrieved)
+        if job is not None:
+            pool = self.loop.pool
+            pool.grow(1)
+            job.add_done_callback(lambda _f: pool.grow(-1))
 
     # -- record -----------------------------------------------------------------------------
     def _finish(self, ledger: CallLedger, record: ToolCallRecord, run: Callable[[], tuple[Any, bool]]) -> bool:

@@ -173,9 +173,10 @@ def test_a_stream_left_early_stops_the_run(rt: Runtime) -> None:
         seen = asyncio.run(main(session))
         assert [e.type for e in seen] == ["stdout"]
         assert _no_event_threads()
-        stopped = session.history[-1]
-        assert stopped.termination == "error" and stopped.error is not None
+        stopped = session.history[-1]  # interrupted on request: a cell a snapshot cannot replay exactly
+        assert stopped.termination == "interrupted" and stopped.error is not None
         assert stopped.error.type == "KeyboardInterrupt"
+        assert session.cells[-1].status == "inexact"
         after = session.run("x + 1")  # the session is free and kept its state
         assert after.ok and after.value == 42
 
@@ -198,6 +199,7 @@ def test_a_cancelled_stream_task_stops_the_run(rt: Runtime) -> None:
         asyncio.run(main(session))
         assert _no_event_threads()
         assert session.history[-1].error is not None and session.history[-1].error.type == "KeyboardInterrupt"
+        assert session.history[-1].termination == "interrupted" and session.cells[-1].status == "inexact"
         assert session.run("x").value == 41
 
 
@@ -210,7 +212,9 @@ def test_a_listener_that_raises_stops_the_run(rt: Runtime) -> None:
         with pytest.raises(RuntimeError, match="listener gave up"):
             session.run(LOOP_FOREVER, on_event=listen)
         assert _no_event_threads()
-        assert session.history[-1].termination == "error"
+        assert session.history[-1].termination == "interrupted"
+        assert session.cells[-1].status == "inexact"  # a snapshot refuses it (or leaves it out), a suspend too
+        assert session.suspend() is False
         assert session.run("x").value == 41
 
 

@@ -371,6 +371,24 @@ def test_cli_exec_session_file_continues_across_invocations(backend: str, tmp_pa
     assert proc.returncode == 2 and "modified after it was saved" in proc.stderr
 
 
+def test_exec_prints_the_result_when_the_session_file_cannot_be_saved(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    target = tmp_path / "no-such-dir" / "s.snap"
+    proc = subprocess.run([sys.executable, "-m", "codeact.cli", "exec", "-", "--backend", "local", "--json",
+                           "--session", str(target)], input="print('ran')\n6 * 7", capture_output=True,
+                          text=True, timeout=120, env=env, cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)  # the run's result, whole, although the save failed
+    assert result["ok"] and result["value"] == 42 and result["stdout"] == "ran\n"
+    assert proc.stderr.strip().count("\n") == 0 and f"session file {target} not saved" in proc.stderr
+    assert not target.exists()
+
+
 def test_cacheable_answers_survive_a_restore(backend: str) -> None:
     hits: list[str] = []
 

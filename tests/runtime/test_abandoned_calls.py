@@ -1,0 +1,206 @@
+"""Calls left behind never hold what they took: a plain call still hung when its run ends gives its
+session slot back, a sync call past its timeout lends the pool a thread, an async call that ignores
+its cancellation is given up at its timeout, a tool's malformed ToolError is still recorded, and
+closing a session mid-run does not wait for the run to end by itself."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, tool
+from codeact.errors import ToolError
+
+LOCAL = SandboxConfig(backend="local", timeout_s=10, grace_s=1, policy="none")
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()  # let the hung tools' threads end
+
+
+def test_a_plain_call_hung_past_its_run_gives_its_slot_back(release: threading.Event) -> None:
+    @tool(timeout_s=60)
+    def hang(i: int) -> int:
+        """Hangs.
+
+        Args:
+            i: anything.
+        """
+        release.wait(60)
+        return i
+
+    @tool
+    def quick(i: int) -> int:
+        """Answers.
+
+        Args:
+            i: anything.
+        """
+        return i
+
+    config = LOCAL.model_copy(update={"timeout_s": 2.0, "grace_s": 0.5})
+    with Runtime([hang, quick], config) as rt, rt.session() as s:
+        first = s.run("parallel(hang, range(30))")
+        assert first.termination == "timeout" and len(first.calls) >= 2
+        assert all(not c.ok and c.finished for c in first.calls)
+        deadline = time.monotonic() + 5  # calls read at the very end release their own slot soon after
+        while s.calls.gate.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert s.calls.gate.running == 0
+        later = s.run("quick(7)")
+        assert later.ok and later.value == 7, later
+
+
+def test_a_hung_sync_call_past_its_timeout_lends_the_pool_a_thread(release: threading.Event) -> None:
+    @tool(timeout_s=0.5, cacheable=True)  # cacheable: through the loop, on a pool thread
+    def stuck(i: int) -> int:
+        """Hangs.
+
+        Args:
+            i: anything.
+        """
+        release.wait(60)
+        return i
+
+    @tool(cacheable=True)
+    def fine(i: int) -> int:
+        """Answers.
+
+        Args:
+            i: anything.
+        """
+        return i
+
+    with Runtime([stuck, fine], LOCAL, max_concurrency=4) as rt:
+        pool = rt.loop.pool
+        workers = pool.max_workers
+        with rt.session() as a, rt.session() as b:
+            flood = a.run("parallel(stuck, range(4))")
+            assert len(flood.calls) == 4, flood
+            assert all(c.error is not None and c.error.code == "timeout" for c in flood.calls), flood.calls
+            assert pool.max_workers == workers + 4  # one lent per hung call
+            other = b.run("fine(3)")
+            assert other.ok and other.value == 3, other
+        release.set()
+        deadline = time.monotonic() + 5
+        while pool.max_workers != workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.max_workers == workers  # given back once the tools returned
+
+
+def test_an_async_tool_that_ignores_cancellation_is_given_up_at_its_timeout() -> None:
+    @tool(timeout_s=0.5)
+    async def stubborn(i: int) -> int:
+        """Ignores its cancellation once.
+
+        Args:
+            i: anything.
+        """
+        import asyncio
+
+        try:
+            await asyncio.sleep(3)
+        except asyncio.CancelledError:
+            await asyncio.sleep(3)
+        return i
+
+    with Runtime([stubborn], LOCAL) as rt, rt.session() as s:
+        started = time.monotonic()
+        result = s.run("try:\n    stubborn(1)\nexcept ToolError as e:\n    code = e.code\ncode")
+        assert result.ok and result.value == "timeout", result
+        assert time.monotonic() - started < 2.5
+
+
+def test_a_lazy_result_is_made_json_within_the_tools_timeout() -> None:
+    @tool(timeout_s=0.5, cacheable=True)
+    def rows(n: int) -> Any:
+        """Rows, slowly.
+
+        Args:
+            n: how many.
+        """
+        def gen() -> Iterator[int]:
+            for i in range(n):
+                time.sleep(0.2)
+                yield i
+        return gen()
+
+    with Runtime([rows], LOCAL) as rt, rt.session() as s:
+        started = time.monotonic()
+        result = s.run("try:\n    rows(20)\nexcept ToolError as e:\n    code = e.code\ncode")
+        assert result.ok and result.value == "timeout", result
+        assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.parametrize("kind", ["inline", "pool", "async"])
+def test_a_malformed_tool_error_is_still_recorded(kind: str) -> None:
+    if kind == "async":
+        async def broken(i: int) -> int:
+            """Raises a ToolError without a message.
+
+            Args:
+                i: anything.
+            """
+            raise ToolError("not_found", None)  # type: ignore[arg-type]
+    else:
+        def broken(i: int) -> int:
+            """Raises a ToolError without a message.
+
+            Args:
+                i: anything.
+            """
+            raise ToolError("not_found", None)  # type: ignore[arg-type]
+
+    @tool(timeout_s=0.01)
+    def slow() -> None:
+        """Makes plain tools run on the pool for a while (it is slow)."""
+        time.sleep(0.05)
+
+    with Runtime([tool(broken), slow], LOCAL) as rt, rt.session() as s:
+        s.run("kept = 41")
+        if kind == "pool":
+            s.run("slow()")  # a plain tool over the inline budget sends this name's calls to the pool...
+            rt.host._slow.add("broken")  # ... which is what this marks for ``broken``
+        started = time.monotonic()
+        result = s.run("try:\n    broken(1)\nexcept ToolError as e:\n    got = [e.code, e.message]\ngot")
+        assert time.monotonic() - started < 2
+        assert result.ok and result.value[0] == "not_found" and "None" in result.value[1], result
+        [call] = result.calls
+        assert call.finished and call.error is not None and call.error.code == "not_found"
+        after = s.run("kept + 1")
+        assert after.ok and after.value == 42
+
+
+@pytest.mark.parametrize("closing", ["session", "runtime"])
+def test_closing_mid_run_does_not_wait_for_the_run(closing: str, release: threading.Event) -> None:
+    @tool(timeout_s=60)
+    def hang() -> None:
+        """Hangs."""
+        release.wait(60)
+
+    config = LOCAL.model_copy(update={"timeout_s": 30.0})
+    rt = Runtime([hang], config)
+    s = rt.session().start()
+    ended: dict[str, Any] = {}
+
+    def run() -> None:
+        ended["result"] = s.run("hang()")
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    (s.close if closing == "session" else rt.close)()
+    took = time.monotonic() - started
+    runner.join(10)
+    rt.close()
+    assert took < 5, took
+    result = ended["result"]
+    assert result.termination == "killed" and len(result.calls) == 1 and not result.calls[0].ok
