@@ -8,7 +8,8 @@
     ├── ToolError                            a tool call failed; carries code, message, retryable
     ├── SandboxError
     │   ├── SandboxUnavailable               no engine / no image / cannot start; one-line reason
-    │   └── ProtocolViolation                the sandbox sent a frame out of protocol
+    │   ├── ProtocolViolation                the sandbox sent a frame out of protocol
+    │   └── ReplayInterrupted                a state's rebuild was interrupted or its sandbox died (kept)
     ├── SessionClosed                        the session was used after close()
     │   └── RuntimeClosed                    the runtime was used after close()
     ├── SnapshotError                        a snapshot cannot be taken or restored (inexact cell, too large)
@@ -32,6 +33,7 @@ __all__ = [
     "ErrorCode",
     "ModelError",
     "ProtocolViolation",
+    "ReplayInterrupted",
     "RestoreDiverged",
     "RuntimeClosed",
     "SandboxError",
@@ -112,6 +114,11 @@ class SandboxUnavailable(SandboxError):
 
 class ProtocolViolation(SandboxError):
     """The sandbox sent something outside the protocol; the session is ended as ``killed``."""
+
+
+class ReplayInterrupted(SandboxError):
+    """The replay rebuilding a session's state stopped before it finished: it was interrupted, or
+    its sandbox died. Not a divergence: the state is kept, and rebuilt at the next try."""
 
 
 class SessionClosed(CodeActError):

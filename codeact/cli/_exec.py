@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from .._text import one_line
-from ..errors import SandboxUnavailable, SnapshotError, ToolDefinitionError
+from ..errors import ReplayInterrupted, SandboxUnavailable, SnapshotError, ToolDefinitionError
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
@@ -118,12 +118,12 @@ def exec_command(
         except SandboxUnavailable as exc:
             typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
             raise typer.Exit(3) from None
-        except SnapshotError as exc:
+        except (SnapshotError, ReplayInterrupted) as exc:
             if stop.requested:
                 typer.echo("codeact: interrupted while the session was restored", err=True)
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             typer.echo(f"codeact: session file {session_file}: {exc}", err=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(3 if isinstance(exc, ReplayInterrupted) else 2) from None
         if as_json and not events:
             out.write(result.model_dump_json() + "\n")
         elif not events:  # with --events the last line, 'done', carried the result

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RestoreDiverged, ToolArgumentsError, ToolError
+from ..errors import ReplayInterrupted, RestoreDiverged, ToolArgumentsError, ToolError
 from ..results import ExecutionResult, ToolCallRecord
 from .ledger import cache_key
 from .snapshot import CellRecord
@@ -125,6 +125,10 @@ class ReplayResponder:
 
 
 def _check_outcome(cell: CellRecord, result: ExecutionResult) -> None:
+    if result.termination in ("interrupted", "killed") or (result.state_lost and result.termination != "memory"):
+        # Stopped from outside (an interrupt, a dead sandbox): nothing says the cell would not replay.
+        raise ReplayInterrupted(f"the replay of cell {cell.index} was stopped ({result.termination}: "
+                                f"{result.reason or 'no reason given'})")
     if result.state_lost or result.termination not in ("completed", "error", "memory"):
         raise RestoreDiverged(f"cell {cell.index} did not finish on replay ({result.termination}: "
                               f"{result.reason or ''}); it was recorded as {cell.status}", cell=cell.index)

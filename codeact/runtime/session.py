@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from ..errors import RuntimeClosed, SessionClosed, SnapshotError
+from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
@@ -285,11 +285,16 @@ class Session:
             self.last_used = time.monotonic()
             note = None
             if self._resume is not None:
+                self._interrupted = False
                 try:
                     self._ensure()
                 except SnapshotError as exc:
                     _lifecycle.forget_state(self)
                     note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
+                except ReplayInterrupted as exc:  # the state is kept for the next run; this code never ran
+                    return ExecutionResult(
+                        ok=False, termination="interrupted" if self._interrupted else "killed",
+                        reason=f"{exc}; the code did not run, and the session's state is rebuilt at the next run")
             restored, self._restored = self._restored, False
             result = self._run_cell(code, timeout_s, sink=sink, restored=restored)
             if note is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -421,6 +422,32 @@ def test_recover_that_cannot_replay_says_so_and_starts_empty(backend: str, count
         assert after.value is False and not after.restored
         assert after.reason is not None and "could not be rebuilt" in after.reason and "cell 1 diverged" in after.reason
         assert s.snapshot().cells[-1].code == "'x' in globals()" and len(s.snapshot().cells) == 1
+
+
+SLOW_CELL = "import time\nx = 41\nt = time.monotonic()\nwhile time.monotonic() - t < 2.5:\n    pass"
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "sandbox_dies"])
+def test_a_rebuild_stopped_from_outside_keeps_the_state(rt: Runtime, stop: str) -> None:
+    # Not a divergence: the run says so, its code does not run, and the next run rebuilds the state.
+    with rt.session() as s:
+        s.run(SLOW_CELL)
+        assert s.suspend() and s.suspended
+
+        def stop_it() -> None:
+            time.sleep(0.8)  # the replay of the slow cell is under way
+            if stop == "interrupt":
+                s.interrupt()
+            elif s._driver is not None:
+                s._driver.sandbox.kill()
+
+        threading.Thread(target=stop_it, daemon=True).start()
+        stopped = s.run("x += 1\nx")
+        assert not stopped.ok and stopped.termination == ("interrupted" if stop == "interrupt" else "killed")
+        assert stopped.reason is not None and "rebuilt at the next run" in stopped.reason, stopped.reason
+        assert not stopped.state_lost and all(c.in_state for c in s.cells)
+        after = s.run("x + 1")
+        assert after.ok and after.value == 42 and after.restored  # x += 1 never ran
 
 
 def test_a_seeded_session_replays_random_dependent_cells(backend: str, counter: Counter) -> None:
