@@ -2,7 +2,8 @@
 
 First SIGINT: stop starting work, interrupt the running code, keep and print/write everything that
 finished; the command then exits 130. Second SIGINT: abandon at once: this process's sandboxes
-are removed and the process exits 130 without waiting for anything else.
+are removed and the process exits 130 without waiting for anything else. SIGTERM or SIGHUP (a
+supervisor, ``timeout``, a closed terminal): abandon at once the same way, exit 128 + the signal.
 """
 
 from __future__ import annotations
@@ -58,14 +59,18 @@ def _say(text: str) -> None:
         os.write(2, f"codeact: {text}\n".encode())
 
 
-def abandon() -> None:
-    """Remove this process's containers and session directories, then exit 130 at once."""
-    _say("abandoned")
+def abandon(status: int = EXIT_INTERRUPTED, why: str = "abandoned") -> None:
+    """Remove this process's containers and session directories, then exit at once."""
+    _say(why)
     with contextlib.suppress(Exception):
         _remove_own_sandboxes()
     with contextlib.suppress(Exception):
         sys.stderr.flush()
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(status)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    abandon(128 + signum, f"terminated by {signal.Signals(signum).name}: sandboxes removed")
 
 
 def _remove_own_sandboxes() -> None:
@@ -81,13 +86,17 @@ def _remove_own_sandboxes() -> None:
 
 @contextlib.contextmanager
 def interrupts(on_first: Callable[[], None] | None = None, **kwargs: object) -> Iterator[Interrupts]:
-    """Install the contract's SIGINT handler for the block (main thread only; else a no-op)."""
+    """Install the contract's SIGINT, SIGTERM and SIGHUP handlers for the block (main thread
+    only; else a no-op)."""
     state = Interrupts(on_first, **kwargs)  # type: ignore[arg-type]
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
-    previous = signal.signal(signal.SIGINT, state.handle)
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, state.handle)}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, _terminated)
     try:
         yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -134,6 +134,21 @@ def test_exec_second_sigint_abandons(tools_file: Path, tmp_path: Path, backend: 
     assert out == "" and "abandoned" in err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_exec_terminated_removes_its_sandbox(tools_file: Path, tmp_path: Path, signum: int, docker_image: str) -> None:
+    # A supervisor's SIGTERM (or a closed terminal's SIGHUP): no container, session directory or
+    # workspace mount is left for a later start to clean up.
+    marks, code = tmp_path / "marks", tmp_path / "slow.py"
+    code.write_text(SLOW)
+    proc = start(["exec", str(code), "--tools", str(tools_file), "--backend", "docker", "--json"], marks)
+    wait_for(marks_at_least(marks, 1), proc, "the first tool call")
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum and out == "", err[-2000:]
+    assert f"terminated by {signal.Signals(signum).name}" in err
+    assert containers_of(proc.pid) == []
+
+
 CODE_REPLY = "Let me start.\n```python\nmark('one')\nimport time\ntime.sleep(120)\n```"
 
 
