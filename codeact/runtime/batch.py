@@ -163,8 +163,9 @@ def map_code(
     ``interrupted`` result.
 
     Raises TypeError for an input that is not JSON (before anything runs), ``SandboxUnavailable``
-    when no sandbox can be started at all; any other failure of the harness on one item becomes
-    that item's failed result (``termination="killed"``).
+    when no sandbox can be started at all (before any item ran); once one has, a sandbox that
+    fails to start, or any other failure of the harness on one item, becomes that item's failed
+    result (``termination="killed"``).
     """
     code = code_or_fn if isinstance(code_or_fn, str) else function_code(code_or_fn)
     items = list(inputs)
@@ -178,6 +179,7 @@ def map_code(
     local = threading.local()
     workers: list[_Worker] = []
     lock = threading.Lock()
+    started = threading.Event()  # some item ran: a sandbox can be had
 
     def one(index: int) -> None:
         if stop is not None and stop.is_set():
@@ -189,8 +191,13 @@ def map_code(
                 workers.append(worker)
         try:
             result = worker.run(code, items[index])
-        except SandboxUnavailable:
-            raise
+            started.set()
+        except SandboxUnavailable as exc:
+            if not started.is_set():  # no sandbox could be had at all (yet): nothing to go on with
+                raise
+            worker.close()  # one start failed after others worked: this item's result, not the batch's end
+            result = ExecutionResult(ok=False, termination="killed", state_lost=True,
+                                     reason=f"the sandbox for this item could not start: {exc}")
         except Exception as exc:
             worker.close()
             result = _harness_failure(exc)

@@ -99,6 +99,35 @@ def test_a_crashed_sandbox_fails_only_its_item(runtime: Runtime) -> None:
     assert [r.value for r in results if r.ok] == [0, 10, 30, 40]
 
 
+@pytest.mark.parametrize("failing", [1, 3])
+def test_a_sandbox_that_fails_to_start_fails_only_its_item(monkeypatch: pytest.MonkeyPatch, failing: int) -> None:
+    # The first start failing means no sandbox can be had: map raises. A later one is that item's
+    # result: the finished ones are kept and the rest run.
+    from codeact.errors import SandboxUnavailable
+    from codeact.sandbox.local import LocalSandbox
+
+    real, starts, lock = LocalSandbox.start, [0], threading.Lock()
+
+    def flaky(self: LocalSandbox) -> None:
+        with lock:
+            starts[0] += 1
+            nth = starts[0]
+        if nth == failing:
+            raise SandboxUnavailable("simulated: the engine refused this one")
+        real(self)
+
+    monkeypatch.setattr(LocalSandbox, "start", flaky)
+    config = SandboxConfig(backend="local", timeout_s=10, policy="none")
+    with Runtime([], config) as rt:
+        if failing == 1:
+            with pytest.raises(SandboxUnavailable, match="refused this one"):
+                rt.map("item * 2", range(6), concurrency=1, isolation="sandbox")
+            return
+        results = rt.map("item * 2", range(6), concurrency=1, isolation="sandbox")
+    assert [r.value for r in results] == [0, 2, None, 6, 8, 10]
+    assert results[2].termination == "killed" and "could not start" in (results[2].reason or "")
+
+
 def test_restricted_policy_uses_a_sandbox_per_item() -> None:
     with Runtime([price], SandboxConfig(backend="local", timeout_s=10)) as rt:  # local defaults to restricted
         results = map_code(rt, "x = item + 1\nx", [1, 2, 3], concurrency=2)
