@@ -205,3 +205,18 @@ def test_a_done_frame_over_a_low_frame_limit_is_cut_to_fit(backend: str, request
         assert 0 < len(cut.error.message) <= limit // 36 and set(cut.error.message) == {"\x01"}
         after = s.run("kept")
         assert after.ok and after.value == 1
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_streamed_output_over_a_low_frame_limit_comes_in_frames_that_fit(backend: str,
+                                                                        request: pytest.FixtureRequest) -> None:
+    if backend == "docker":
+        request.getfixturevalue("docker_image")
+    limit = 64 * 1024
+    config = SandboxConfig(backend=backend, policy="none", timeout_s=20, max_frame_bytes=limit)  # type: ignore[arg-type]
+    seen: list[str] = []
+    with Runtime([], config) as rt, rt.session() as s:
+        s.run("kept = 1")
+        loud = s.run("print('\\x01' * 300_000)\nkept", on_event=lambda e: seen.append(getattr(e, "text", "")))
+        assert loud.ok and not loud.state_lost and loud.value == 1, loud
+        assert sum(len(t) for t in seen) >= 300_000  # every character reached the listener

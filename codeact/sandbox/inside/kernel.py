@@ -399,18 +399,28 @@ class Kernel:
             if last:
                 self.live_id = None
             self.live_flushed = time.monotonic()
+            # Characters per frame: whatever they encode to (6 bytes at most each), it fits the host's limit.
+            per_frame = min(_LIVE_FRAME_CHARS, self.max_frame // 8)
             merged: list[list[str]] = []
-            for name, text in chunks:  # coalesce neighbours of one stream; bound each frame
-                if merged and merged[-1][0] == name and len(merged[-1][1]) + len(text) <= _LIVE_FRAME_CHARS:
+            for name, text in chunks:  # coalesce neighbours of one stream; bound each chunk
+                if merged and merged[-1][0] == name and len(merged[-1][1]) + len(text) <= per_frame:
                     merged[-1][1] += text
                 else:
-                    merged.extend([name, text[i:i + _LIVE_FRAME_CHARS]]
-                                  for i in range(0, len(text), _LIVE_FRAME_CHARS))
-            if run_id is not None and merged:
+                    merged.extend([name, text[i:i + per_frame]] for i in range(0, len(text), per_frame))
+            frames: list[list[list[str]]] = []
+            size = per_frame
+            for chunk in merged:  # as few frames as fit
+                if size + len(chunk[1]) > per_frame:
+                    frames.append([])
+                    size = 0
+                frames[-1].append(chunk)
+                size += len(chunk[1])
+            if run_id is not None:
                 try:
-                    data = protocol.encode({"type": "output", "id": run_id, "chunks": merged})
-                    with self.write_lock:
-                        self.channel.sock.sendall(data)
+                    for frame in frames:
+                        data = protocol.encode({"type": "output", "id": run_id, "chunks": frame})
+                        with self.write_lock:
+                            self.channel.sock.sendall(data)
                 except OSError:
                     pass
 
