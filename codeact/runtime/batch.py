@@ -94,7 +94,7 @@ def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult |
     SandboxUnavailable (no sandbox at all) is raised: it stops the batch."""
     try:
         if reset:
-            session._reset()
+            session._reset(forget=True)
         session._bind({"item": item})
     except SandboxUnavailable:
         raise

@@ -195,6 +195,9 @@ class Session:
         #: The runs that built the namespace, with full call records: what snapshots replay
         #: (kept for the session's life, like the ledger's large results).
         self._cells: list[CellRecord] = []
+        #: Cells before this index were taken out of the state by a reset (not marked again: a
+        #: batch resets once per item, and marking every earlier cell made it quadratic).
+        self._reset_upto = 0
         #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`).
         self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None] | None = None
         self._settle_lock = threading.Lock()
@@ -226,6 +229,7 @@ class Session:
     def cells(self, cells: list[CellRecord]) -> None:
         self._settle()
         self._cells = cells
+        self._reset_upto = 0
 
     def _settle(self) -> None:
         """Put the last run into ``history`` and ``cells``. Deferred from the end of that run (its
@@ -342,16 +346,21 @@ class Session:
         return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
 
     # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------
-    def _reset(self) -> None:
+    def _reset(self, *, forget: bool = False) -> None:
         """Put the namespace back to how the sandbox started: names the runs added are removed,
         tool stubs and helpers rebound even where the code shadowed or deleted them (a ``reset``
         frame). Nothing enters ``history`` or ``cells``; the earlier cells leave the state (a
-        snapshot after this one replays none of them). Imported modules and files stay.
+        snapshot after this one replays none of them), or with ``forget`` leave ``cells`` (a
+        batch's worker session: its log would grow with the batch). Imported modules and files stay.
 
         Raises SandboxError (the sandbox is then discarded; the next use starts a new one)."""
         with self._lock:
-            for cell in self.cells:
+            cells = self.cells
+            for cell in cells[self._reset_upto:]:
                 cell.in_state = False
+            if forget:
+                cells.clear()
+            self._reset_upto = len(cells)
             if self._resume is not None:  # suspended: a new sandbox with the files, no cell to replay
                 try:
                     self._ensure()
