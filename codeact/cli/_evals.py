@@ -96,8 +96,8 @@ def eval_command(
     except SandboxUnavailable as exc:
         say_unavailable(exc)
         raise typer.Exit(3) from None
-    except (ValueError, KeyError) as exc:
-        raise typer.BadParameter(str(exc).strip("'\"")) from None
+    except (ValueError, KeyError) as exc:  # a KeyError's text is its quoted key: the message without quotes
+        raise typer.BadParameter(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)) from None
     _print_modes(out)
     if summary.set_aside is not None:
         typer.echo(f"--force-new: the previous contents of {out} are in {summary.set_aside}", err=True)

@@ -5,14 +5,21 @@ never mixes configurations.
 must match it exactly, with two exceptions that widen a run without changing any episode: more
 tasks, modes or repeats may be added (they are the *plan*, recorded beside the fingerprint), and
 tasks already in the run must hash the same (instruction, expected answer, checker, budget, tags,
-reference replies, the source of the tool factory and of a custom checker).
+reference replies, and the code of the checker and of the tool factory: their source, and what they
+reach through closures, defaults and module globals, plain data included).
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
+import fractions
+import functools
 import hashlib
 import inspect
 import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +48,82 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _source(obj: Any) -> str:
-    """The source of a function (closures: the inner function), else its qualified name."""
-    fn = getattr(obj, "fn", obj)
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_MAX_DATA = 100_000  # elements of a data value looked at (a huge table is hashed by its first ones)
+
+
+def _data(value: Any, budget: list[int]) -> Any:
+    """A plain data value as JSON-able data that is the same in every process; None when the value
+    is not plain data (an object's repr may hold its address: never part of a fingerprint)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return "…"
+    if isinstance(value, _PLAIN):
+        return repr(value) if isinstance(value, (float, complex, bytes)) else value
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [_data(v, budget) for v in value]]
+    if isinstance(value, (set, frozenset)):
+        return ["set", sorted(json.dumps(_data(v, budget), default=str) for v in value)]
+    if isinstance(value, Mapping):
+        return ["map", sorted((json.dumps(_data(k, budget), default=str), _data(v, budget))
+                              for k, v in value.items())]
+    if isinstance(value, re.Pattern):
+        return ["pattern", value.pattern if isinstance(value.pattern, str) else repr(value.pattern), value.flags]
+    if isinstance(value, (enum.Enum, decimal.Decimal, fractions.Fraction, datetime.date, datetime.time,
+                          datetime.timedelta)):
+        return repr(value)  # no address in these reprs
+    return None
+
+
+def _identity(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
+    """What a function (a checker, a tool factory) computes with: its source, and, followed a few
+    levels, the functions and plain data it reaches through its closure, its default arguments
+    and the module globals it names. A checker made by ``custom(fn)`` is ``fn``'s; a module-level
+    table a tool reads, or a tolerance a closure captured, is part of it."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 4:
+        return None
+    seen.add(id(obj))
+    if isinstance(obj, functools.partial):
+        return ["partial", _identity(obj.func, depth + 1, seen), _data(obj.args, [_MAX_DATA]),
+                _data(obj.keywords, [_MAX_DATA])]
+    fn = getattr(obj, "__func__", obj)  # a bound method: its function
+    if not inspect.isfunction(fn):
+        inner = getattr(obj, "fn", None)  # a Check, a Tool: the function it calls
+        if inner is not None and inner is not obj:
+            return ["wraps", getattr(obj, "name", None), _identity(inner, depth + 1, seen)]
+        data = _data(obj, [_MAX_DATA])
+        if data is not None:
+            return data
+        kind = type(obj)
+        return f"{getattr(obj, '__module__', kind.__module__)}.{getattr(obj, '__qualname__', kind.__qualname__)}"
     try:
-        return inspect.getsource(fn)
+        source: str = inspect.getsource(fn)
     except (OSError, TypeError):
-        return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+        source = f"{fn.__module__}.{fn.__qualname__}"
+    reached: dict[str, Any] = {}
+    cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)
+    values = [(f"closure:{name}", cell.cell_contents) for name, cell in cells if _filled(cell)]
+    values += [(f"default:{i}", v) for i, v in enumerate(fn.__defaults__ or ())]
+    values += [(f"kwdefault:{k}", v) for k, v in (fn.__kwdefaults__ or {}).items()]
+    names = set(fn.__code__.co_names)
+    for const in fn.__code__.co_consts:  # names used by nested functions and comprehensions
+        if inspect.iscode(const):
+            names.update(const.co_names)
+    values += [(f"global:{n}", fn.__globals__[n]) for n in sorted(names) if n in fn.__globals__]
+    for key, value in values:
+        if inspect.ismodule(value) or isinstance(value, type):
+            continue  # an imported module or class: its name is in the source already
+        reached[key] = _identity(value, depth + 1, seen)
+    return [source, reached]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:  # a cell not assigned yet
+        return False
+    return True
 
 
 def task_hash(task: Task) -> str:
@@ -55,8 +131,8 @@ def task_hash(task: Task) -> str:
     checker = task.checker
     return _digest({
         "instruction": task.instruction, "expected": task.expected, "check": checker.name,
-        "check_source": _source(checker), "budget": dict(task.budget), "tags": list(task.tags),
-        "scripts": {m: list(s) for m, s in task.scripts.items()}, "tools": _source(task.tools),
+        "check_code": _identity(checker), "budget": dict(task.budget), "tags": list(task.tags),
+        "scripts": {m: list(s) for m, s in task.scripts.items()}, "tools": _identity(task.tools),
     })
 
 

@@ -14,6 +14,7 @@ recorded, so a re-run tries that episode again. ``SandboxUnavailable`` stops the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -30,6 +31,9 @@ from .fingerprint import fingerprint, fingerprint_id
 from .providers import ModelProvider, ModelSpec
 from .results_store import RESULTS, EpisodeResult, ResultsStore, RunMeta, record_failure
 from .suite import MODES, EpisodeKey, Suite, load_suite
+
+#: The run directory's lock file (see ``_exclusive``).
+_LOCK = ".lock"
 
 __all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig", "RunSummary", "plan", "run_suite"]
 
@@ -127,64 +131,85 @@ def run_suite(
         raise ValueError("Ray workers load the suite themselves: give a built-in name, a path or a module "
                          "(load_suite), not a Suite built in this process")
     out_dir = Path(out)
-    set_aside = _set_aside(out_dir) if force_new else None
+    set_aside = None
+    if force_new and out_dir.exists():
+        with _exclusive(out_dir):  # not from under a run writing there now
+            set_aside = _set_aside(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = RunConfig(suite_ref=suite_obj.ref or suite_obj.name, model=spec, out_dir=str(out_dir.resolve()),
-                       sandbox=sandbox or SandboxConfig(), tasks=task_ids, budget=dict(budget or {}),
-                       system_prompt=system_prompt, stream=stream)
-    config = replace(config, fingerprint=fingerprint(config, suite_obj))
-    meta = RunMeta(suite=suite_obj.name, suite_ref=config.suite_ref, model=spec.name, modes=list(modes),
-                   repeats=repeats, tasks=suite_obj.ids, budget=config.budget, backend=config.sandbox.backend,
-                   engine=engine, fingerprint=config.fingerprint, fingerprint_id=fingerprint_id(config.fingerprint))
-    meta = meta.merge(RunMeta.read(out_dir))
-    meta.write(out_dir)
+    with _exclusive(out_dir):
+        config = RunConfig(suite_ref=suite_obj.ref or suite_obj.name, model=spec, out_dir=str(out_dir.resolve()),
+                           sandbox=sandbox or SandboxConfig(), tasks=task_ids, budget=dict(budget or {}),
+                           system_prompt=system_prompt, stream=stream)
+        config = replace(config, fingerprint=fingerprint(config, suite_obj))
+        meta = RunMeta(suite=suite_obj.name, suite_ref=config.suite_ref, model=spec.name, modes=list(modes),
+                       repeats=repeats, tasks=suite_obj.ids, budget=config.budget, backend=config.sandbox.backend,
+                       engine=engine, fingerprint=config.fingerprint, fingerprint_id=fingerprint_id(config.fingerprint))
+        meta = meta.merge(RunMeta.read(out_dir))
+        meta.write(out_dir)
 
-    summary = RunSummary(out_dir=out_dir, set_aside=set_aside)
-    with ResultsStore(out_dir / RESULTS) as store:
-        keys = plan(suite_obj, modes, repeats)
-        done = store.done(retry_errors=retry_errors)
-        pending = [k for k in keys if k not in done]
-        summary.retried = len(store.done() & set(pending))
-        summary.planned, summary.already_done = len(keys), len(keys) - len(pending)
-        if limit is not None:
-            pending = pending[: max(0, limit)]
-        rates = ModeRates(modes)
-        wanted = set(keys)
-        for r in store.results():
-            if r.key in wanted and r.key in done:
-                rates.add(r.mode, r.correct)
-        label = f"{suite_obj.name} · {spec.name}"
-        with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates)) as bar:
-            outcomes: Generator[EpisodeResult | EpisodeFailure, None, None]
-            if engine == "ray":
-                from .ray_engine import run_episodes
+        summary = RunSummary(out_dir=out_dir, set_aside=set_aside)
+        with ResultsStore(out_dir / RESULTS) as store:
+            keys = plan(suite_obj, modes, repeats)
+            done = store.done(retry_errors=retry_errors)
+            pending = [k for k in keys if k not in done]
+            summary.retried = len(store.done() & set(pending))
+            summary.planned, summary.already_done = len(keys), len(keys) - len(pending)
+            if limit is not None:
+                pending = pending[: max(0, limit)]
+            rates = ModeRates(modes)
+            wanted = set(keys)
+            for r in store.results():
+                if r.key in wanted and r.key in done:
+                    rates.add(r.mode, r.correct)
+            label = f"{suite_obj.name} · {spec.name}"
+            with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates)) as bar:
+                outcomes: Generator[EpisodeResult | EpisodeFailure, None, None]
+                if engine == "ray":
+                    from .ray_engine import run_episodes
 
-                outcomes = run_episodes(config, pending, workers=workers, threads=concurrency, address=ray_address)
-            else:
-                runner = EpisodeRunner(config, suite=suite_obj, provider=provider)
-                outcomes = _local(runner, pending, concurrency, bar)
-            try:
-                _consume(outcomes, store, rates, bar, summary, config.fingerprint)
-            except KeyboardInterrupt:
-                summary.interrupted = True
-                # Ctrl-C may land here rather than while the episodes are awaited: hand it to the
-                # engine, which then finishes (and yields) what is running, as when it lands there.
-                with contextlib.suppress(KeyboardInterrupt, StopIteration):
-                    first = outcomes.throw(KeyboardInterrupt())
-                    _consume(itertools.chain([first], outcomes), store, rates, bar, summary, config.fingerprint)
-            finally:
-                outcomes.close()  # cancels what has not started (local) / stops the actors (ray)
-                if engine != "ray":
-                    runner.close()
+                    outcomes = run_episodes(config, pending, workers=workers, threads=concurrency, address=ray_address)
+                else:
+                    runner = EpisodeRunner(config, suite=suite_obj, provider=provider)
+                    outcomes = _local(runner, pending, concurrency, bar)
+                try:
+                    _consume(outcomes, store, rates, bar, summary, config.fingerprint)
+                except KeyboardInterrupt:
+                    summary.interrupted = True
+                    # Ctrl-C may land here rather than while the episodes are awaited: hand it to the
+                    # engine, which then finishes (and yields) what is running, as when it lands there.
+                    with contextlib.suppress(KeyboardInterrupt, StopIteration):
+                        first = outcomes.throw(KeyboardInterrupt())
+                        _consume(itertools.chain([first], outcomes), store, rates, bar, summary, config.fingerprint)
+                finally:
+                    outcomes.close()  # cancels what has not started (local) / stops the actors (ray)
+                    if engine != "ray":
+                        runner.close()
     fatal = [f for f in summary.failures if f.fatal]
     if fatal:
         raise SandboxUnavailable(fatal[0].error)
     return summary
 
 
+@contextlib.contextmanager
+def _exclusive(out_dir: Path) -> Iterator[None]:
+    """One run at a time in a directory: a second one would run every episode again beside it and
+    store each twice. The lock is the OS's (``flock``): a killed run holds it no more."""
+    handle = (out_dir / _LOCK).open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ValueError(f"another run is writing to {out_dir} now; wait for it to end, "
+                         "or give another --out") from None
+    try:
+        yield
+    finally:
+        handle.close()  # releases the lock
+
+
 def _set_aside(out_dir: Path) -> Path | None:
     """Move a run directory's contents to ``OUT.old-<UTC time>`` (nothing is deleted)."""
-    if not out_dir.exists() or not any(out_dir.iterdir()):
+    if not out_dir.exists() or not any(p.name != _LOCK for p in out_dir.iterdir()):
         return None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     target = out_dir.with_name(f"{out_dir.name}.old-{stamp}")

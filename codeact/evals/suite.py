@@ -21,6 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
+from pydantic import ValidationError
+
 from ..runtime.toolset import Toolset
 from .checks import Check, custom, exact
 
@@ -64,12 +66,31 @@ class Task:
     tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not _ID.match(self.id):
+        if not isinstance(self.id, str) or not _ID.match(self.id):
             raise ValueError(f"task id {self.id!r}: use letters, digits, '_', '.' and '-' only")
+        if not isinstance(self.instruction, str) or not self.instruction.strip():
+            raise TypeError(f"task {self.id!r}: instruction must be a non-empty string")
+        if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
+            raise TypeError(f"task {self.id!r}: tags must be a tuple of strings, not {self.tags!r}")
+        if any(isinstance(replies, str) for replies in self.scripts.values()):
+            raise TypeError(f"task {self.id!r}: scripts map each mode to a list of replies, not to one string")
         if not callable(self.tools):
             raise TypeError(f"task {self.id!r}: tools must be a factory (a callable returning the tools)")
         if self.check is None and self.expected is None:
             raise ValueError(f"task {self.id!r}: give an expected answer or a check")
+        if self.check is not None and not callable(self.check):  # else every answer is graded wrong, silently
+            raise TypeError(f"task {self.id!r}: check must be a Check or a predicate, not {type(self.check).__name__}")
+        if self.budget:  # a misspelt field would otherwise fail every episode of the task, at run time
+            from ..agent.episode import Budget
+
+            try:
+                Budget(**self.budget)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(map(str, first["loc"]))
+                raise ValueError(f"task {self.id!r}: budget field {where!r}: {first['msg']}") from None
+            except TypeError as exc:  # keys that are not names
+                raise ValueError(f"task {self.id!r}: budget: {exc}") from None
         unknown = set(self.scripts) - set(MODES)
         if unknown:
             raise ValueError(f"task {self.id!r}: scripts for unknown modes {sorted(unknown)}; modes are {MODES}")
@@ -102,7 +123,9 @@ class Suite:
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
-        for task in self.tasks:
+        for i, task in enumerate(self.tasks):
+            if not isinstance(task, Task):
+                raise ValueError(f"suite {self.name!r}: item {i} of its tasks is a {type(task).__name__}, not a Task")
             if task.id in seen:
                 raise ValueError(f"suite {self.name!r}: duplicate task id {task.id!r}")
             seen.add(task.id)
@@ -138,10 +161,15 @@ class Suite:
 
 def _import_path(path: Path) -> ModuleType:
     resolved = path.resolve()
-    name = f"_codeact_suite_{re.sub(r'[^A-Za-z0-9_]', '_', resolved.stem)}_{abs(hash(str(resolved))):x}"
+    target = resolved / "__init__.py" if resolved.is_dir() else resolved
+    try:
+        stat = target.stat()
+        version = f"{stat.st_mtime_ns:x}_{stat.st_size:x}"  # an edited file is imported again
+    except OSError:
+        version = "0"
+    name = f"_codeact_suite_{re.sub(r'[^A-Za-z0-9_]', '_', resolved.stem)}_{abs(hash(str(resolved))):x}_{version}"
     if name in sys.modules:
         return sys.modules[name]
-    target = resolved / "__init__.py" if resolved.is_dir() else resolved
     spec = importlib.util.spec_from_file_location(
         name, target, submodule_search_locations=[str(resolved)] if resolved.is_dir() else None
     )
@@ -151,6 +179,10 @@ def _import_path(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except Exception as exc:  # the suite's own error, in one line (the chain keeps its traceback)
+        sys.modules.pop(name, None)
+        where = f", line {exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        raise ValueError(f"suite file {path}{where}: {type(exc).__name__}: {exc}") from exc
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -162,9 +194,13 @@ def _from_module(module: ModuleType, name: str, ref: str) -> Suite:
     if found is None and callable(getattr(module, "suite", None)):
         found = module.suite()
     if found is None and hasattr(module, "TASKS"):
+        if not isinstance(module.TASKS, (list, tuple)):
+            raise ValueError(f"{ref}: TASKS must be a list of Task, not a {type(module.TASKS).__name__}")
         found = Suite(name, list(module.TASKS), (module.__doc__ or "").strip().split("\n")[0])
     if not isinstance(found, Suite):
         raise ValueError(f"{ref}: a suite module defines SUITE, suite() or TASKS")
+    if not found.tasks:
+        raise ValueError(f"{ref}: the suite has no tasks")
     found.ref = ref
     return found
 

@@ -51,7 +51,9 @@ def _trace_file(out_dir: Path, trace_path: str | None) -> Path | None:
     if not trace_path:
         return None
     path = Path(trace_path)
-    for candidate in (path, out_dir / path, out_dir / "traces" / path.name):
+    # The run directory's own copy first: a directory moved or set aside (``--force-new``) keeps an
+    # absolute path to where the run was, which may now hold another run's traces.
+    for candidate in (out_dir / "traces" / path.name, out_dir / path, path):
         if candidate.is_file():
             return candidate
     return None

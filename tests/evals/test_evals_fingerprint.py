@@ -161,3 +161,60 @@ def test_a_task_hash_is_the_same_in_another_process() -> None:
                              env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout
               for seed in (1, 2, 3, 4)}
     assert len(hashes) == 1
+
+
+OFFSET = 0
+TABLE = {"a": 1}
+
+
+def _add(a: int, b: int) -> int:
+    return a + b + OFFSET + TABLE["a"] - 1
+
+
+def _is_five(x: Any) -> bool:
+    return bool(x == 5)
+
+
+def _is_six(x: Any) -> bool:
+    return bool(x == 6)
+
+
+def _task(**kw: Any) -> Any:
+    from codeact import tool
+    from codeact.evals import Task
+
+    adder = tool(_add)
+
+    def tools() -> list[Any]:
+        return [adder]
+
+    return Task(**{"id": "t", "instruction": "2 + 3?", "tools": tools, "expected": 5, **kw})
+
+
+def test_a_task_hash_covers_the_checker_and_tool_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeact.evals.checks import custom, numeric
+    from codeact.evals.fingerprint import task_hash
+
+    assert task_hash(_task(check=_is_five)) != task_hash(_task(check=_is_six))  # a plain predicate's body
+    assert task_hash(_task(check=custom(_is_five, "c"))) != task_hash(_task(check=custom(_is_six, "c")))
+    assert task_hash(_task(check=numeric(5, rel_tol=1e-6))) != task_hash(_task(check=numeric(5, rel_tol=0.5)))
+    before = task_hash(_task())
+    monkeypatch.setitem(globals(), "OFFSET", 1)  # a module-level constant the tool reads
+    assert task_hash(_task()) != before
+    monkeypatch.setitem(globals(), "OFFSET", 0)
+    monkeypatch.setitem(TABLE, "a", 2)  # a module-level table it reads
+    assert task_hash(_task()) != before
+    monkeypatch.setitem(TABLE, "a", 1)
+    assert task_hash(_task()) == before  # and nothing else moves it
+
+
+def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None:
+    from codeact.evals.runner import _exclusive
+
+    with _exclusive(tmp_path), pytest.raises(ValueError, match="another run is writing to"):
+        run_suite("weather", out=tmp_path, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
+    with _exclusive(tmp_path), pytest.raises(ValueError, match="another run is writing to"):
+        run_suite("weather", out=tmp_path, sandbox=LOCAL, force_new=True, **ONE)  # type: ignore[arg-type]
+    assert not (tmp_path / "results.jsonl").exists()
+    summary = run_suite("weather", out=tmp_path, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
+    assert summary.planned == 1 and len(_lines(tmp_path)) == 1  # the lock went with the first run

@@ -66,6 +66,21 @@ def test_task_validation() -> None:
         Task(id="t", instruction="x", tools=_tools, expected=1, scripts={"yaml": []})
     with pytest.raises(ValueError, match="duplicate"):
         Suite("s", [Task(id="t", instruction="x", tools=_tools, expected=1)] * 2)
+    # a field of the wrong kind fails at load, not as every episode's harness failure or wrong grade
+    with pytest.raises(TypeError, match="check must be a Check or a predicate"):
+        Task(id="t", instruction="x", tools=_tools, check="5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="budget field 'max_turn'"):
+        Task(id="t", instruction="x", tools=_tools, expected=1, budget={"max_turn": 3})
+    with pytest.raises(ValueError, match="budget field 'max_turns'"):
+        Task(id="t", instruction="x", tools=_tools, expected=1, budget={"max_turns": "three"})
+    with pytest.raises(TypeError, match="instruction"):
+        Task(id="t", instruction=None, tools=_tools, expected=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tags"):
+        Task(id="t", instruction="x", tools=_tools, expected=1, tags="fast")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of replies"):
+        Task(id="t", instruction="x", tools=_tools, expected=1, scripts={"code": "final_answer(1)"})
+    with pytest.raises(ValueError, match="item 1 of its tasks is a str"):
+        Suite("s", [Task(id="t", instruction="x", tools=_tools, expected=1), "junk"])  # type: ignore[list-item]
     task = Task(id="t", instruction="x", tools=_tools, expected="pong")
     assert task.grade("pong") and task.make_tools().names == ["ping"]
     assert task.make_tools() is not task.make_tools()  # fresh tool state per episode
@@ -137,6 +152,27 @@ def test_load_from_file_directory_and_module(tmp_path: Path, monkeypatch: pytest
            + "\nfrom codeact.evals.suite import Suite\nSUITE = Suite('pkgsuite', _T)\n")
     assert load_suite("pkgsuite").ids == ["pkg.ping"]  # a dotted module name
     assert load_suite(str(pkg)).ids == ["pkg.ping"]  # the same package as a directory
+
+
+def test_a_broken_suite_file_is_one_clear_error(tmp_path: Path) -> None:
+    cases = {"syntax": ("TASKS = [", "line 1: SyntaxError"),
+             "imports": ("import no_such_module_xyz\nTASKS = []", "ModuleNotFoundError"),
+             "not_a_list": (_TASK_FILE.format(id="t") + "\nTASKS = TASKS[0]\n", "TASKS must be a list of Task"),
+             "empty": ("TASKS = []", "the suite has no tasks")}
+    for name, (text, said) in cases.items():
+        path = tmp_path / f"{name}.py"
+        _write(path, text)
+        with pytest.raises(ValueError, match=said):
+            load_suite(str(path))
+
+
+def test_an_edited_suite_file_is_loaded_again(tmp_path: Path) -> None:
+    # A notebook edits its suite and loads it again: the new content, not the module imported before.
+    path = tmp_path / "edited.py"
+    _write(path, _TASK_FILE.format(id="first"))
+    assert load_suite(str(path)).ids == ["first"]
+    _write(path, _TASK_FILE.format(id="second") + "\n# longer now\n")
+    assert load_suite(str(path)).ids == ["second"]
 
 
 def test_unknown_suite_says_what_is_known() -> None:

@@ -188,3 +188,21 @@ def test_hostile_trace_in_chromium(browser: Chromium, hostile_trace: Path, tmp_p
     assert texts and HOSTILE in texts[0]  # shown as text, exactly as the code printed it
     shot = browser.screenshot(tmp_path / "hostile.png", full_page=True)
     assert shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_run_directory_shows_its_own_traces_after_a_move(tmp_path: Path) -> None:
+    # An episode records its trace's absolute path; a run set aside (--force-new) or moved must
+    # not show the traces another run wrote at that path since.
+    from codeact.viewer import _trace_file
+
+    old, new = tmp_path / "run.old-1", tmp_path / "run"
+    for directory, text in ((old, "old run"), (new, "new run")):
+        (directory / "traces").mkdir(parents=True)
+        (directory / "traces" / "t__code__0.jsonl").write_text(text)
+    recorded = str(new / "traces" / "t__code__0.jsonl")  # what the old run's episode recorded
+    found = _trace_file(old, recorded)
+    assert found is not None and found.read_text() == "old run"
+    elsewhere = tmp_path / "kept" / "t.jsonl"  # a trace written outside the run directory still shows
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("outside")
+    assert _trace_file(new, str(elsewhere)) == elsewhere
