@@ -24,14 +24,24 @@ def create_sandbox(config: SandboxConfig, session_dir: Path, workspace: Path,
         if inputs:
             workspace.mkdir(parents=True, exist_ok=True)
             _link_inputs(workspace, inputs)
-        return LocalSandbox(config, session_dir, workspace)
+        return LocalSandbox(config, session_dir, workspace, inputs)
     from .docker import DockerSandbox
 
     return DockerSandbox(config, session_dir, workspace, dict(inputs or {}))
 
 
 def _link_inputs(workspace: Path, inputs: Mapping[str, Path]) -> None:
+    """``inputs/NAME`` → each input; a link left by an earlier sandbox on this workspace is
+    replaced (a restarted kernel, a new session on the same directory)."""
+    from ..errors import SandboxUnavailable
+
     target = workspace / "inputs"
     target.mkdir(exist_ok=True)
     for name, src in inputs.items():
-        (target / name).symlink_to(src)
+        link = target / name
+        if link.is_symlink():
+            link.unlink()
+        elif link.exists():
+            raise SandboxUnavailable(f"{link} exists and is not the link to the input {name!r}: "
+                                     "move it away, or give the input another name")
+        link.symlink_to(src)

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["bwrap_command", "bwrap_path", "bwrap_status", "doctor_report", "resolve_isolation"]
@@ -78,22 +79,9 @@ def _ro_binds() -> list[str]:
     return args
 
 
-def input_targets(workspace: Path) -> list[Path]:
-    """Host files the session's ``inputs/`` links point at (bound read-only at the same path)."""
-    folder = workspace / "inputs"
-    if not folder.is_dir():
-        return []
-    targets = []
-    for link in folder.iterdir():
-        if link.is_symlink():
-            target = link.resolve()
-            if target.exists() and not target.is_relative_to(workspace):
-                targets.append(target)
-    return targets
-
-
 def bwrap_command(
-    kernel_argv: list[str], *, kernel_dir: Path, workspace: Path, session_dir: Path, extra_path: str | None
+    kernel_argv: list[str], *, kernel_dir: Path, workspace: Path, session_dir: Path, extra_path: str | None,
+    inputs: Sequence[Path] = (),
 ) -> list[str]:
     """The bwrap command line that runs ``kernel_argv`` (whose paths are already the in-sandbox ones)."""
     path = bwrap_path()
@@ -113,8 +101,9 @@ def bwrap_command(
         "--bind", str(workspace), str(workspace),  # which may lie inside it)
         "--chdir", str(workspace),
     ]
-    for target in input_targets(workspace):
-        args += ["--ro-bind", str(target), str(target)]
+    for target in inputs:  # the host's inputs (the links in inputs/ point at them), at the same path
+        if target.exists() and not target.is_relative_to(workspace):
+            args += ["--ro-bind", str(target), str(target)]
     if extra_path is not None:  # RestrictedPython's package directory, alone
         args += ["--ro-bind", extra_path, f"{EXTRA_DIR}/{Path(extra_path).name}"]
     return [*args, "--remount-ro", "/", "--", *kernel_argv]

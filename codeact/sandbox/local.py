@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,10 +66,14 @@ def _signal_name(number: int) -> str:
 class LocalSandbox:
     """A kernel subprocess; ``session_dir`` holds the socket, ``workspace`` is its cwd."""
 
-    def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path) -> None:
+    def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path,
+                 inputs: Mapping[str, Path] | None = None) -> None:
         self.config = config
         self.session_dir = session_dir
         self.workspace = workspace
+        #: The host files the ``inputs/`` links point at: bwrap binds these (read-only), never
+        #: whatever links the code itself makes in that folder.
+        self.input_files = [Path(src).resolve() for src in (inputs or {}).values()]
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: FrameSocket | None = None
         self.isolation = _bwrap.resolve_isolation(config.isolation)
@@ -111,7 +115,7 @@ class LocalSandbox:
             cmd += ["--extra-path", _bwrap.EXTRA_DIR]
         return _bwrap.bwrap_command(
             cmd, kernel_dir=kernel_dir, workspace=self.workspace.resolve(),
-            session_dir=self.session_dir.resolve(), extra_path=extra,
+            session_dir=self.session_dir.resolve(), extra_path=extra, inputs=self.input_files,
         )
 
     def start(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections import deque
@@ -22,7 +23,11 @@ def open_kernel(config: SandboxConfig, stubs: str, workspace: Path | None = None
                 inputs: Mapping[str, Path] | None = None) -> KernelDriver:
     """Start a sandbox, install the tool stubs, and hand back its driver."""
     session_dir = new_session_dir()
-    sandbox = create_sandbox(config, session_dir, workspace or session_dir / "workspace", inputs)
+    try:
+        sandbox = create_sandbox(config, session_dir, workspace or session_dir / "workspace", inputs)
+    except BaseException:  # nothing started: only the directory to take back
+        shutil.rmtree(session_dir, ignore_errors=True)
+        raise
     try:
         sandbox.start()
         driver = KernelDriver(sandbox)

@@ -178,6 +178,33 @@ def test_inputs_are_readable_not_writable(isolation: str, tmp_path: Path) -> Non
     assert data.read_text() == "a,b\n1,2\n"
 
 
+def test_a_link_the_code_plants_in_inputs_binds_nothing(tmp_path: Path) -> None:
+    # The inputs/ folder is the code's to write: a link it makes there must not become a bind of
+    # the next sandbox on this workspace (a link to / would show the whole host).
+    _bwrap_or_skip()
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("host secret")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n")
+    read = f"open({str(secret)!r}).read()"
+    config = SandboxConfig(backend="local", isolation="bwrap", policy="none", timeout_s=20)
+    with Runtime([], config) as rt:
+        with rt.session(workspace=workspace, inputs={"data.csv": data}) as s:
+            assert s.run(read).error is not None  # not visible to begin with
+            planted = s.run(f"import os\nos.symlink({str(secret.parent)!r}, 'inputs/x')")
+            assert planted.ok, planted.error
+            assert s.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)").state_lost
+            again = s.run(read)  # a fresh sandbox on the same workspace: the input again, no more
+            assert again.error is not None and again.error.type == "FileNotFoundError", again
+            assert s.run("open('inputs/data.csv').read()").value == "a,b\n"
+        with rt.session(workspace=workspace, inputs={"data.csv": data}) as other:  # the links are kept
+            assert other.run("open('inputs/data.csv').read()").value == "a,b\n"
+            assert other.run(read).error is not None
+
+
 def _processes_mentioning(marker: str) -> list[str]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
