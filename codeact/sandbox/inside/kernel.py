@@ -375,14 +375,17 @@ class Kernel:
 
     def _drainer(self) -> None:
         names = {fd: name for name, fd in self.read_fds.items()}
-        open_fds = set(names)
+        # poll, not select: gVisor's seccomp filter refuses select() (EPERM), and this thread died.
+        poller = select.poll()
+        for fd in names:
+            poller.register(fd, select.POLLIN)
         while True:
             streaming = self.live_id is not None
-            readable, _, _ = select.select(list(open_fds), [], [], _LIVE_PERIOD if streaming else 1.0)
-            for fd in readable:
+            ready = poller.poll((_LIVE_PERIOD if streaming else 1.0) * 1000)
+            for fd, _events in ready:
                 with self.fd_lock:
                     if not self.output.pump(names[fd], fd):
-                        open_fds.discard(fd)  # at EOF select would report it readable forever
+                        poller.unregister(fd)  # at EOF poll would report it readable forever
             if streaming and time.monotonic() - self.live_flushed >= _LIVE_PERIOD:
                 self._flush_live()
             if self.output.limit_hit and self.running:
