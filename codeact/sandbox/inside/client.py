@@ -97,6 +97,13 @@ class ToolClient:
             self._pending.pop(seq, None)
         return _unpack(slot.reply)
 
+    def refuse_calls(self, why: str) -> None:
+        """From now on every call raises ToolError(``why``) before anything is sent."""
+        def refuse(message: dict[str, Any]) -> None:
+            raise ToolError("tool_exception", why)
+
+        self._send = refuse
+
     def _send_call(self, seq: int, name: str, arguments: dict[str, Any]) -> None:
         # The frame is encoded before anything is written, so unserializable arguments fail here,
         # in the caller's thread, with nothing sent (and JSON is produced once, not twice).

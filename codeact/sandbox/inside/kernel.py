@@ -571,10 +571,22 @@ class Kernel:
         self.tool_names = [*eager, *later]
         self.namespace["aio"] = client.async_stubs(scope, stubs=lazy.functions(eager))
 
+    def _forked(self) -> None:
+        """In a child process the code forked (``multiprocessing``, ``os.fork``): the channel is the
+        kernel's, and two processes reading and writing one socket mix their answers. The child
+        closes its copy, and its tool calls are refused with a clear error."""
+        self.client.refuse_calls("tools cannot be called from a process the code forked (multiprocessing, "
+                                 "os.fork): call them from the main process, e.g. with parallel() or threads")
+        try:
+            self.channel.sock.close()
+        except OSError:
+            pass
+
     def serve(self) -> None:
         # Installed once, not per run (two signal.signal calls cost ~10 µs a run); it ignores a
         # SIGINT that lands between runs.
         signal.signal(signal.SIGINT, self.on_sigint)
+        os.register_at_fork(after_in_child=self._forked)
         threading.Thread(target=self.reading.reader, name="codeact-reader", daemon=True).start()
         threading.Thread(target=self._drainer, name="codeact-drainer", daemon=True).start()
         self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
