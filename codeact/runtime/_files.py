@@ -50,22 +50,27 @@ def _root_sig(root: str) -> _Sig | None:
 
 
 def _walk(root: str) -> list[tuple[str, os.stat_result]]:
+    """The regular files under ``root``: at most ``_MAX_SCAN`` entries are looked at in all, however
+    many one directory holds (the scan runs twice a run, outside its timeout)."""
     out: list[tuple[str, os.stat_result]] = []
     stack, seen = [root], 0
     while stack and seen < _MAX_SCAN:
         try:
-            entries = list(os.scandir(stack.pop()))
+            entries = os.scandir(stack.pop())
         except OSError:
             continue
-        for entry in entries:
-            seen += 1
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    out.append((os.path.relpath(entry.path, root), entry.stat(follow_symlinks=False)))
-            except OSError:
-                continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > _MAX_SCAN:
+                    break
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        out.append((os.path.relpath(entry.path, root), entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
     return out
 
 

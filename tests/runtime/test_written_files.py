@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from codeact import Runtime
 from codeact.runtime._files import snapshot, written_files
 
@@ -41,3 +43,18 @@ def test_same_tick_rewrite_is_caught_by_content(tmp_path: Path) -> None:
     assert [f.path for f in files] == ["a.txt"] and removed == []
     target.unlink()
     assert written_files(tmp_path, before) == ([], ["a.txt"])
+
+
+def test_the_scan_looks_at_no_more_entries_than_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cap holds inside one directory too (it was checked once a directory: 150,000 files in one
+    # were all stat'ed, twice a run, and a 1 s run took 3 s).
+    from codeact.runtime import _files
+
+    monkeypatch.setattr(_files, "_MAX_SCAN", 25)
+    for i in range(200):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "deep.txt").write_text("y")
+    found = _files._walk(str(tmp_path))
+    assert 0 < len(found) <= 25, len(found)  # all 201 before
