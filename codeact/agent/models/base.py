@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Mapping, Sequence
-from contextlib import aclosing, closing
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import aclosing, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from codeact._text import one_line
 from codeact.agent.messages import Message, ModelResponse
 from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
 from codeact.errors import ModelError
@@ -120,6 +121,20 @@ def decode_event(provider: str, event: SSEEvent) -> dict[str, Any]:
     return data
 
 
+@contextmanager
+def _shape_checked(client: HTTPModelClient) -> Iterator[None]:
+    """A response (or stream event) that is JSON but not of the vendor's shape, met while reading
+    it (``"choices": [null]``, ``"content": 5``): a ModelError, as unusable JSON is, not whatever
+    the reading raised."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ModelError(f"{client.provider} sent a response of an unexpected shape "
+                         f"({type(exc).__name__}: {one_line(str(exc), 200)})") from None
+
+
 class HTTPModelClient(abc.ABC):
     """Shared ``complete``/``acomplete`` for vendors reached over HTTP; subclasses map the wire."""
 
@@ -188,12 +203,16 @@ class HTTPModelClient(abc.ABC):
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
         url, headers = self._endpoint(), self._headers(stream)
         if not stream:
-            return self._parse(self._transport.post(url, headers, body))
+            data = self._transport.post(url, headers, body)
+            with _shape_checked(self):
+                return self._parse(data)
         acc = self._accumulator()
         with closing(self._transport.stream(url, headers, body)) as events:
             for event in events:
-                acc.feed(event)
-        return acc.result()
+                with _shape_checked(self):
+                    acc.feed(event)
+        with _shape_checked(self):
+            return acc.result()
 
     async def acomplete(
         self,
@@ -209,9 +228,13 @@ class HTTPModelClient(abc.ABC):
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
         url, headers = self._endpoint(), self._headers(stream)
         if not stream:
-            return self._parse(await self._transport.apost(url, headers, body))
+            data = await self._transport.apost(url, headers, body)
+            with _shape_checked(self):
+                return self._parse(data)
         acc = self._accumulator()
         async with aclosing(self._transport.astream(url, headers, body)) as events:
             async for event in events:
-                acc.feed(event)
-        return acc.result()
+                with _shape_checked(self):
+                    acc.feed(event)
+        with _shape_checked(self):
+            return acc.result()

@@ -1,0 +1,80 @@
+"""A model response that is JSON but not of the vendor's shape is a ModelError (an episode that ends
+``model_error``), never whatever reading it raised (AttributeError, KeyError...). Real HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from codeact.agent.messages import Message
+from codeact.agent.models import AnthropicClient, OpenAIClient
+from codeact.errors import ModelError
+
+
+class _Answers:
+    """A loopback server that answers every POST with the next (content type, body) queued."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, bytes]] = []
+        answers = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                kind, body = answers.queue.pop(0)
+                self.send_response(200)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def answers() -> Iterator[_Answers]:
+    server = _Answers()
+    yield server
+    server.server.shutdown()
+
+
+def _sse(*events: Any) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+OPENAI_BODIES = [{"choices": ["x"]}, {"choices": {"a": 1}}, {"choices": [{"message": "hi"}]},
+                 {"choices": [{"message": {"tool_calls": ["x"]}, "finish_reason": "tool_calls"}]}]
+OPENAI_STREAMS = [{"choices": [{"index": 0, "delta": "text"}]}, {"choices": [{"index": 0, "delta": {"content": 5}}]}]
+ANTHROPIC_BODIES = [{"type": "message", "content": "hello", "stop_reason": "end_turn"},
+                    {"type": "message", "content": ["hello"], "stop_reason": "end_turn"}]
+ANTHROPIC_STREAMS = [{"type": "content_block_start", "index": "abc", "content_block": {"type": "text", "text": ""}},
+                     {"type": "message_start", "message": "x"}]
+
+
+@pytest.mark.parametrize("body", OPENAI_BODIES + ANTHROPIC_BODIES)
+def test_a_body_of_another_shape_is_a_model_error(answers: _Answers, body: dict[str, Any]) -> None:
+    client_cls, base = (AnthropicClient, answers.url) if body.get("type") == "message" else \
+        (OpenAIClient, answers.url + "/v1")
+    answers.queue.append(("application/json", json.dumps(body).encode()))
+    with client_cls("m", base_url=base, api_key="k", max_retries=0) as client, \
+            pytest.raises(ModelError, match="unexpected shape"):
+        client.complete([Message.user("hi")])
+
+
+@pytest.mark.parametrize("event", OPENAI_STREAMS + ANTHROPIC_STREAMS)
+def test_a_stream_event_of_another_shape_is_a_model_error(answers: _Answers, event: dict[str, Any]) -> None:
+    client_cls, base = (OpenAIClient, answers.url + "/v1") if "choices" in event else (AnthropicClient, answers.url)
+    answers.queue.append(("text/event-stream", _sse(event)))
+    with client_cls("m", base_url=base, api_key="k", max_retries=0) as client, \
+            pytest.raises(ModelError, match="unexpected shape"):
+        client.complete([Message.user("hi")], stream=True)
