@@ -517,11 +517,11 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         reason = f"the run passed its time limit of {timeout_s:g} s"
     if termination == "output_limit":
         reason = f"the code wrote more than {config.output_limit} characters"
-    ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
-                         f"the run ended ({termination}) before this call finished")
     ok = termination == "completed"
     if interrupted and not ok:
         termination, reason = "interrupted", "the run was interrupted on request"
+    ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
+                         f"the run ended ({termination}) before this call finished")
     fields: dict[str, Any] = {}
     if done is not None:
         cap = config.output_cap

@@ -204,3 +204,17 @@ def test_closing_mid_run_does_not_wait_for_the_run(closing: str, release: thread
     assert took < 5, took
     result = ended["result"]
     assert result.termination == "killed" and len(result.calls) == 1 and not result.calls[0].ok
+
+
+def test_a_call_cut_by_an_interrupt_says_so(release: threading.Event) -> None:
+    @tool(timeout_s=60)
+    def hang() -> None:
+        """Hangs."""
+        release.wait(60)
+
+    with Runtime([hang], LOCAL) as rt, rt.session() as s:
+        threading.Timer(0.5, s.interrupt).start()
+        result = s.run("hang()")
+        assert result.termination == "interrupted"
+        [call] = result.calls
+        assert call.error is not None and "the run ended (interrupted)" in call.error.message, call.error
