@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,10 @@ class HttpClient:
         import httpx
 
         where = f"{method} {url.split('?', 1)[0]}"
+        deadline = time.monotonic() + timeout_s  # httpx's timeout bounds each read, not the whole body
         try:
             with self.client.stream(method, url, timeout=timeout_s, **kwargs) as response:
-                body = self._read(response, where)
+                body = self._read(response, where, deadline, timeout_s)
         except httpx.TimeoutException as exc:
             raise ToolError("timeout", f"{where} timed out after {timeout_s:g} s ({type(exc).__name__})") from None
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
@@ -81,7 +83,9 @@ class HttpClient:
             return _decode(response, text)
         raise status_error(response.status_code, response.headers, text, where)
 
-    def _read(self, response: httpx.Response, where: str) -> bytes:
+    def _read(self, response: httpx.Response, where: str, deadline: float, timeout_s: float) -> bytes:
+        """The body, bounded in size and in time: a server that sends it a byte at a time is given
+        up at the deadline (leaving the ``with`` closes the response: the connection goes back)."""
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_response_bytes:
             raise _too_large(where, self.max_response_bytes)
@@ -91,6 +95,8 @@ class HttpClient:
             size += len(chunk)
             if size > self.max_response_bytes:
                 raise _too_large(where, self.max_response_bytes)
+            if time.monotonic() > deadline:
+                raise ToolError("timeout", f"{where} timed out after {timeout_s:g} s (the body was still arriving)")
             chunks.append(chunk)
         return b"".join(chunks)
 

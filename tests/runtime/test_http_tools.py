@@ -6,6 +6,7 @@ import json
 import secrets
 import socket
 import textwrap
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,6 +130,24 @@ def test_slow_endpoint_ends_as_timeout(api: ApiServer) -> None:
     record = call([tool], "slow", {"seconds": "3"})
     assert error_code(record) == ("timeout", True)
     assert "timed out after 0.3 s" in record.error.message
+
+
+def test_a_body_sent_a_byte_at_a_time_ends_at_the_timeout_and_frees_its_connection(api: ApiServer) -> None:
+    # httpx's timeout bounds each read: a server sending a byte every 0.1 s held the call (and its
+    # pooled connection) long after the call's timeout; two such calls exhausted this pool.
+    client = HttpClient(max_connections=2)
+    slow = http_tool("dribble", "GET", f"{api.url}/dribble?bytes=200&every=0.1", timeout_s=0.5,
+                     client=client, idempotent=False)
+    fast = http_tool("fast", "GET", f"{api.url}/status/200", timeout_s=2, client=client)
+    with Runtime([slow, fast], SandboxConfig(backend="local", policy="none")) as rt:
+        ledger = CallLedger()
+        for _ in range(2):
+            started = time.monotonic()
+            record = rt.host.call(ledger, "dribble", {})
+            assert error_code(record) == ("timeout", True) and time.monotonic() - started < 2.0
+            assert "still arriving" in record.error.message
+        assert rt.host.call(ledger, "fast", {}).ok  # both connections went back to the pool
+    client.close()
 
 
 def test_not_found_is_not_retried(api: ApiServer) -> None:

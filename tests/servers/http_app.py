@@ -137,6 +137,21 @@ class _Handler(BaseHTTPRequestHandler):
         time.sleep(float(self.query.get("seconds", "2")))
         self.send_json(200, {"slept": True})
 
+    def dribble(self, path: str) -> None:
+        """Send the headers, then a body of ``bytes`` bytes, one every ``every`` seconds."""
+        total, every = int(self.query.get("bytes", "100")), float(self.query.get("every", "0.1"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(total))
+        self.end_headers()
+        try:
+            for _ in range(total):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(every)
+        except OSError:  # the client gave up: what this route is for
+            pass
+
     def status(self, path: str) -> None:
         code = int(path.rsplit("/", 1)[-1])
         self.send_json(code, {"detail": f"status {code} as asked"})
@@ -186,6 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 OPEN: dict[str, Callable[[_Handler, str], None]] = {
     "openapi.json": _Handler.openapi, "flaky": _Handler.flaky, "slow": _Handler.slow, "status": _Handler.status,
+    "dribble": _Handler.dribble,
     "redirect": _Handler.redirect, "trace": _Handler.trace, "text": _Handler.text,
 }
 GUARDED: dict[str, Callable[[_Handler, str, str], None]] = {
