@@ -96,6 +96,9 @@ EventHook = Callable[[RunEvent], None]
 class _Sink:
     """Collects one run's events from every thread, in order, into a queue; ends with ``None``."""
 
+    #: Whether the kernel streams the run's output here as it is written.
+    streams = True
+
     def __init__(self, output_cap: int) -> None:
         self.started = time.monotonic()
         self.queue: queue.SimpleQueue[RunEvent | None] = queue.SimpleQueue()
@@ -156,6 +159,26 @@ class _Sink:
         while thread.is_alive():
             self.cancel()
             thread.join(_INTERRUPT_EVERY_S)
+
+
+class _Guard(_Sink):
+    """A run's cancel and start-refusal without a listener (``Session.arun``): no events, no
+    streamed output, a plain ledger."""
+
+    streams = False
+
+    def ledger(self, store: CallStore) -> CallLedger:
+        return CallLedger(store)
+
+
+def _interrupt_until(sink: _Sink, done: Callable[[], bool]) -> None:
+    """Cancel the run now and again until ``done()``, from a daemon thread (see :meth:`_Sink.stop`)."""
+    def repeat() -> None:
+        while not done():
+            sink.cancel()
+            time.sleep(_INTERRUPT_EVERY_S)
+
+    threading.Thread(target=repeat, name="codeact-cancel", daemon=True).start()
 
 
 class _Cancelled(Exception):

@@ -323,7 +323,8 @@ class Session:
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                              grace_s=self.config.grace_s,
                              max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
-                             on_output=sink.output if sink is not None else None, after_send=self._settle)
+                             on_output=sink.output if sink is not None and sink.streams else None,
+                             after_send=self._settle)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
         files = _written_files(driver.sandbox, before)
@@ -343,7 +344,20 @@ class Session:
         return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
-        return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+        """:meth:`run` on a worker thread. Cancelling the awaiting task stops the code: a run not yet
+        started never starts, a running one is interrupted (it ends ``interrupted``, its records
+        kept) rather than running on to its end."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        guard = _events._Guard(self.config.output_cap)
+        work = asyncio.ensure_future(asyncio.to_thread(self._run, code, timeout_s, guard))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            guard.refuse_start()
+            work.add_done_callback(_retrieved)
+            _events._interrupt_until(guard, work.done)
+            raise
 
     # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------
     def _reset(self, *, forget: bool = False) -> None:
@@ -485,6 +499,11 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _note_workspace(driver: KernelDriver) -> None:

@@ -218,3 +218,35 @@ def test_a_call_cut_by_an_interrupt_says_so(release: threading.Event) -> None:
         assert result.termination == "interrupted"
         [call] = result.calls
         assert call.error is not None and "the run ended (interrupted)" in call.error.message, call.error
+
+
+def test_cancelling_arun_interrupts_the_code() -> None:
+    import asyncio
+
+    with Runtime([], LOCAL) as rt, rt.session() as s:
+        s.run("x = 41")
+
+        async def cancel_midway() -> None:
+            task = asyncio.create_task(s.arun("import time\ntime.sleep(20)\nx = 0"))
+            await asyncio.sleep(1.0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        started = time.monotonic()
+        asyncio.run(cancel_midway())
+        after = s.run("x + 1")  # the session is free at once, and the cancelled code did not go on
+        assert after.ok and after.value == 42 and time.monotonic() - started < 8
+        assert s.history[-2].termination == "interrupted"
+
+        async def cancel_before_it_starts() -> None:  # its worker waits for the session meanwhile
+            task = asyncio.create_task(s.arun("x = 0"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        s._lock.acquire()  # another run holds the session until after the cancel
+        threading.Timer(1.0, s._lock.release).start()
+        asyncio.run(cancel_before_it_starts())  # returns once its worker is done (asyncio.run waits)
+        assert s.run("x").value == 41  # the cancelled run never started
