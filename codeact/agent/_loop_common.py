@@ -157,6 +157,8 @@ class AgentBase(abc.ABC):
         self._stop = False
         self._active: tuple[asyncio.AbstractEventLoop, Runtime] | None = None
         self._model_task: asyncio.Task[ModelResponse] | None = None
+        #: The JSON agent's tool calls of the turn, while they run (``interrupt`` cancels them).
+        self._calls_task: asyncio.Future[Any] | None = None
 
     def interrupt(self) -> None:
         """Stop the running episode (from any thread): the running code is interrupted, a model
@@ -168,9 +170,9 @@ class AgentBase(abc.ABC):
             return
         loop, runtime = active
         runtime.interrupt()
-        task = self._model_task
-        if task is not None:
-            loop.call_soon_threadsafe(task.cancel)
+        for task in (self._model_task, self._calls_task):
+            if task is not None:
+                loop.call_soon_threadsafe(task.cancel)
 
     def _stopped(self, state: EpisodeState) -> bool:
         if self._stop:

@@ -215,13 +215,23 @@ class FunctionCallingAgent(AgentBase):
         names = [host_name.get(c.name, c.name) for c in runnable]
         calls = [runtime.host.acall(ledger, n, self._paged(runtime, n, self._arguments(runtime, n, c.arguments)))
                  for n, c in zip(names, runnable, strict=True)]
+        gathered = self._calls_task = asyncio.gather(*calls)
         try:
-            records: list[ToolCallRecord] = list(await asyncio.wait_for(asyncio.gather(*calls), state.wall_left()))
+            records: list[ToolCallRecord] = list(await asyncio.wait_for(gathered, state.wall_left()))
         except asyncio.TimeoutError:
             ledger.close_pending("timeout", "the episode's wall-time budget ran out before this call finished")
             state.add_records(ledger.records())
             state.stop_budget("max_wall_s", f"tool calls passed the {state.budget.max_wall_s:g} s wall-time budget")
             return
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if (current is not None and current.cancelling()) or not self._stopped(state):
+                raise  # this task itself was cancelled, not the calls by interrupt()
+            ledger.close_pending("tool_exception", "the episode was interrupted before this call finished")
+            state.add_records(ledger.records())
+            return
+        finally:
+            self._calls_task = None
         state.add_records(records)
         done = iter(records)
         results: list[ToolResult] = []

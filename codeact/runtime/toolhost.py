@@ -431,8 +431,10 @@ class ToolHost:
             ledger.finish(record, result=result, cached=cached)
         except ToolError as exc:
             ledger.finish(record, error=_error(exc))
-        except asyncio.CancelledError:  # the runtime is closing
-            self._closed_call(ledger, record)
+        except asyncio.CancelledError:  # the runtime is closing, or the caller gave the call up
+            ledger.finish(record, error=ToolCallError(
+                code="tool_exception", message="the call was cancelled before it finished "
+                                               "(its caller was interrupted, or the runtime closed)"))
         except BaseException as exc:  # a bug here or in a tool: data, not a host crash
             ledger.finish(record, error=ToolCallError(code="tool_exception", message=_describe(exc)))
 

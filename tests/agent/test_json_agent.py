@@ -172,3 +172,36 @@ def test_streamed_arguments_reassemble_exactly(runtime: Runtime, vendor: str) ->
     record = episode.records[0]
     assert record.arguments == {"city": city}
     assert record.error is not None and record.error.code == "not_found" and repr(city) in record.error.message
+
+
+def test_interrupt_stops_json_tool_calls_in_flight(tmp_path: Any) -> None:
+    # The JSON agent's calls run on the tool host, not in a sandbox: interrupt() cancels them too,
+    # instead of waiting for a tool to return (or for its timeout).
+    import threading
+
+    from codeact import tool
+
+    release = threading.Event()
+
+    @tool(timeout_s=60)
+    def stall() -> str:
+        """Waits a long time."""
+        release.wait(60)
+        return "late"
+
+    script = [{"tool_calls": [{"name": "stall", "arguments": {}}]}, "done"]
+    try:
+        with FakeModelServer(script) as server, Runtime([stall], SandboxConfig(backend="local")) as rt:
+            agent = FunctionCallingAgent(client_for(server, "openai"), rt.toolset, runtime=rt,
+                                         trace_path=tmp_path / "t.jsonl")
+            threading.Timer(1.0, agent.interrupt).start()
+            started = time.monotonic()
+            episode = agent.run("go")
+            assert time.monotonic() - started < 10
+            assert episode.stop_reason == "interrupted"
+            [record] = episode.records
+            assert not record.ok and record.error is not None and "interrupted" in record.error.message
+            events = [json.loads(line)["event"] for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+            assert events[-1] == "episode_end" and "call_finished" in events
+    finally:
+        release.set()
