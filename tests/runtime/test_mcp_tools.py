@@ -135,6 +135,24 @@ def test_connection_failures_are_definition_errors() -> None:
         Toolset.from_mcp("python server.py")
 
 
+def test_a_server_that_never_answers_fails_at_its_connect_timeout_and_is_stopped() -> None:
+    # initialize() was not bounded inside the connection: start gave up at the timeout, but close
+    # then waited its own 10 s for a task still blocked there, and the server process was left.
+    import subprocess
+    import time
+    import uuid
+
+    marker = f"never-answers-{uuid.uuid4().hex}"
+    started = time.monotonic()
+    with pytest.raises(ToolDefinitionError, match="did not answer within 1"):
+        Toolset.from_mcp([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"], connect_timeout_s=1)
+    assert time.monotonic() - started < 1 + 6  # the SDK's stop: close stdin, 2 s, then the kill
+    deadline = time.monotonic() + 5
+    while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the MCP server process was left running"
+        time.sleep(0.1)
+
+
 def test_definitions_still_make_unimplemented_tools() -> None:
     tools = Toolset.from_mcp([{"name": "look", "inputSchema": {"type": "object"}}])
     assert tools.names == ["look"] and tools["look"].fn is None

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeAlias, TypeGuard
 
+import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -126,10 +127,13 @@ class MCPConnection:
             async with contextlib.AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
-                init = await session.initialize()
-                info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
-                self.server_name = getattr(info, "name", None) or None
-                tools = await _list_tools(session)
+                # Bounded in here, where the transport then closes as after any failure (the server
+                # process stopped): else a silent server held close() for its whole timeout.
+                with anyio.fail_after(self.connect_timeout_s):
+                    init = await session.initialize()
+                    info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
+                    self.server_name = getattr(info, "name", None) or None
+                    tools = await _list_tools(session)
                 self._session = session
                 ready.set_result(tools)
                 await self._stop.wait()
