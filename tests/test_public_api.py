@@ -13,7 +13,7 @@ import codeact
 PUBLIC = [
     "Budget", "CodeActAgent", "CodeError", "CodeActError", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
-    "RestoreDiverged", "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session",
+    "ReplayInterrupted", "RestoreDiverged", "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session",
     "SessionClosed", "Snapshot", "SnapshotError", "SnapshotInvalid", "Tool",
     "ToolArgumentsError", "ToolCallError", "ToolCallRecord", "ToolDefinitionError", "ToolError", "ToolPolicy",
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
