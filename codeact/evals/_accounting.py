@@ -69,8 +69,11 @@ def account(results: Sequence[EpisodeResult], meta: RunMeta | None, failures: Ma
         acc.finished = len(mine)
         acc.in_comparison = sum(1 for r in mine if r.key in in_set)
         acc.excluded = sorted(str(r.key) for r in mine if r.key not in in_set)
-        acc.provider_errors = sum(1 for r in results if r.mode == mode and r.retryable)
-        acc.harness_failures = sum(1 for k in failures if k.mode == mode and k not in done)
+        retrying = {r.key for r in results if r.mode == mode and r.retryable}
+        acc.provider_errors = len(retrying)
+        # Each unfinished episode counts once: one whose provider error is stored and whose retry
+        # then failed in the harness is not a second episode.
+        acc.harness_failures = sum(1 for k in failures if k.mode == mode and k not in done and k not in retrying)
         acc.incomplete = sum(1 for r in mine if r.status == "incomplete")
         acc.error_episodes = sum(1 for r in mine if r.status == "error")
         acc.usage_unknown_calls = sum(r.usage_unknown for r in mine)

@@ -123,3 +123,19 @@ def test_store_repairs_a_torn_line_and_skips_garbage(tmp_path: Path) -> None:
         assert store.append(_result("t2", "code", 0))
     assert [json.loads(line)["task_id"] for line in path.read_text().splitlines() if line.startswith("{")] == \
         ["t1", "t2"]
+
+
+def test_an_unfinished_episode_counts_once() -> None:
+    # A stored retryable provider error whose retry then failed in the harness is one unfinished
+    # episode, not a provider error and a harness failure (the totals came to more than planned).
+    from codeact.evals._accounting import account
+    from codeact.evals.suite import EpisodeKey
+
+    failed = _result("t1", "json", 0).model_copy(update={"retryable": True, "status": "error", "correct": False})
+    fine = _result("t2", "json", 0)
+    key = EpisodeKey("t1", "json", 0)
+    accounting, _, _ = account([failed, fine], None, {key: "RuntimeError: harness broke"}, ["json"])
+    acc = accounting["json"]
+    assert (acc.finished, acc.provider_errors, acc.harness_failures) == (1, 1, 0)
+    only_harness, _, _ = account([fine], None, {key: "RuntimeError: harness broke"}, ["json"])
+    assert (only_harness["json"].provider_errors, only_harness["json"].harness_failures) == (0, 1)
