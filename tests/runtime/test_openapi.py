@@ -17,7 +17,7 @@ from codeact import Runtime, SandboxConfig, Toolset, render_stubs
 from codeact.errors import ToolArgumentsError, ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.sources.http import HttpAuth
-from codeact.runtime.sources.openapi import openapi_endpoints
+from codeact.runtime.sources.openapi import openapi_endpoints, openapi_tools
 from tests.servers.http_app import ApiServer
 from tests.servers.openapi_doc import OPENAPI
 
@@ -188,3 +188,36 @@ def test_operations_left_out_are_listed_and_logged(caplog: pytest.LogCaptureFixt
     caplog.clear()
     assert Toolset.from_openapi(doc, operations=["add_note"], base_url="http://127.0.0.1:1").skipped == []
     assert not caplog.records  # nothing left out of what was asked for: nothing said
+
+
+def _doc(paths: Any) -> dict[str, Any]:
+    return {"openapi": "3.0.0", "info": {"title": "t", "version": "1"},
+            "servers": [{"url": "http://127.0.0.1:9/"}], "paths": paths}
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+MALFORMED = {
+    "paths is a list": (_doc([]), "'paths' is not an object"),
+    "content is a list": (_doc({"/a": {"post": {"operationId": "a", "requestBody": {"content": ["application/json"]}}}}),
+                          "operation 'a'"),
+    "responses is a list": (_doc({"/a": {"get": {"operationId": "a", "responses": ["200"]}}}), "operation 'a'"),
+    "parameters is a number": (_doc({"/a": {"get": {"operationId": "a", "parameters": 5}}}), "operation 'a'"),
+    "a schema is a string": (_doc({"/a": {"get": {"operationId": "a", "parameters": [
+        {"name": "q", "in": "query", "schema": "string"}]}}}), "operation 'a'"),
+    "schemas nested 3,000 deep": (_doc({"/a": {"post": {"operationId": "a", "requestBody": {
+        "content": {"application/json": {"schema": _deep(3000)}}}}}}), "nests too deep"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_document_is_a_definition_error(case: str) -> None:
+    # Not the AttributeError, TypeError or RecursionError reading it raised.
+    document, said = MALFORMED[case]
+    with pytest.raises(ToolDefinitionError, match=said):
+        openapi_tools(document)

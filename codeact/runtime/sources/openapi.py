@@ -25,11 +25,12 @@ raises: they cannot be called with JSON arguments. Left out is not silent: each 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -94,7 +95,11 @@ def openapi_tools(spec: Mapping[str, Any] | str | os.PathLike[str], operations: 
     """HTTP tools for the document's operations (all, or those named: operationIds or ``"GET /path"``);
     the operations left out are appended to ``skipped`` as ``(name, reason)``."""
     endpoints = openapi_endpoints(spec, operations, base_url, timeout_s=timeout_s, skipped=skipped)
-    return [e.to_tool(auth=auth, client=client) for e in endpoints]
+    tools = []
+    for endpoint in endpoints:
+        with _malformed(f"operation {endpoint.name!r}"):
+            tools.append(endpoint.to_tool(auth=auth, client=client))
+    return tools
 
 
 def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
@@ -106,6 +111,30 @@ def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operatio
     version = str(doc.get("openapi", doc.get("swagger", "")))
     if not version.startswith("3."):
         raise ToolDefinitionError(f"only OpenAPI 3.x documents are supported (this one says {version or 'nothing'!r})")
+    with _malformed("the document"):
+        return _endpoints(doc, fetched_from, operations, base_url, timeout_s, skipped)
+
+
+@contextlib.contextmanager
+def _malformed(where: str) -> Iterator[None]:
+    """A document not of the shape OpenAPI describes (a list where an object goes, a $ref cycle
+    outside the components, nesting past the recursion limit): a ToolDefinitionError saying where."""
+    try:
+        yield
+    except ToolDefinitionError:
+        raise
+    except RecursionError:
+        raise ToolDefinitionError(f"the OpenAPI document nests too deep to read, in {where} "
+                                  "(a $ref cycle, or schemas nested thousands of levels)") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise ToolDefinitionError(f"the OpenAPI document is malformed in {where}: {type(exc).__name__}: "
+                                  f"{str(exc)[:200]}") from None
+
+
+def _endpoints(doc: dict[str, Any], fetched_from: str | None, operations: Iterable[str] | None,
+               base_url: str | None, timeout_s: float, skipped: list[tuple[str, str]] | None) -> list[HttpEndpoint]:
+    if not isinstance(doc.get("paths", {}), Mapping):
+        raise ToolDefinitionError("the OpenAPI document's 'paths' is not an object")
     root = _base_url(doc, base_url, fetched_from).rstrip("/")
     wanted = None if operations is None else set(operations)
     matched: set[str] = set()
@@ -118,7 +147,8 @@ def openapi_endpoints(spec: Mapping[str, Any] | str | os.PathLike[str], operatio
         if wanted is not None and not keys & wanted:
             continue
         matched |= keys
-        endpoint = converter.endpoint(name, method, path, op, item, timeout_s, strict=wanted is not None)
+        with _malformed(f"operation {name!r} ({method.upper()} {path})"):
+            endpoint = converter.endpoint(name, method, path, op, item, timeout_s, strict=wanted is not None)
         if isinstance(endpoint, str):
             left_out.append((name, endpoint))
         else:
