@@ -78,3 +78,27 @@ def test_a_stream_event_of_another_shape_is_a_model_error(answers: _Answers, eve
     with client_cls("m", base_url=base, api_key="k", max_retries=0) as client, \
             pytest.raises(ModelError, match="unexpected shape"):
         client.complete([Message.user("hi")], stream=True)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+@pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
+def test_an_answer_over_the_size_cap_is_a_model_error(answers: _Answers, stream: bool, awaited: bool) -> None:
+    # Without a cap a huge body, or a stream that never ends, grew in memory until the wall budget.
+    import asyncio
+
+    from codeact.agent.models import HTTPOptions
+
+    text = "x" * 200_000
+    if stream:
+        answers.queue.append(("text/event-stream", _sse(*[{"choices": [{"index": 0, "delta": {"content": text}}]}] * 3)))
+    else:
+        answers.queue.append(("application/json", json.dumps(
+            {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+        ).encode()))
+    options = HTTPOptions(max_retries=0, max_response_bytes=100_000)
+    with OpenAIClient("m", base_url=answers.url + "/v1", api_key="k", options=options) as client, \
+            pytest.raises(ModelError, match="larger than 100000 bytes"):
+        if awaited:
+            asyncio.run(client.acomplete([Message.user("hi")], stream=stream))
+        else:
+            client.complete([Message.user("hi")], stream=stream)

@@ -16,10 +16,10 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator
 from contextlib import aclosing, closing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -29,6 +29,8 @@ from codeact.errors import ModelError
 __all__ = ["HTTPOptions", "SSEDecoder", "SSEEvent", "Transport"]
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
+
+_T = TypeVar("_T")
 
 
 @functools.lru_cache(maxsize=1)
@@ -46,6 +48,8 @@ class HTTPOptions:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
     max_retry_after: float = 60.0
+    #: The most bytes of one answer (a body, or a whole stream) read before it fails as a ModelError.
+    max_response_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -148,16 +152,35 @@ class Transport:
         message = one_line(f"{self.provider} request failed{tries}: {type(exc).__name__}: {exc}")
         return ModelError(self.redact(message), retryable=True)
 
-    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+    def _decode(self, body: bytes) -> dict[str, Any]:
         try:
-            data = response.json()
+            data = json.loads(body)
         except ValueError:
-            raise ModelError(
-                self.redact(f"{self.provider} returned a non-JSON body: {one_line(response.text, 200)}")
-            ) from None
+            text = body.decode("utf-8", "replace")
+            raise ModelError(self.redact(f"{self.provider} returned a non-JSON body: {one_line(text, 200)}")) from None
         if not isinstance(data, dict):
             raise ModelError(f"{self.provider} returned JSON that is not an object")
         return data
+
+    def _counted(self, size: int, seen: list[int]) -> None:
+        """Count ``size`` more bytes of the answer; a ModelError once past ``max_response_bytes``."""
+        seen[0] += size
+        if seen[0] > self.options.max_response_bytes:
+            raise ModelError(f"{self.provider} sent an answer larger than {self.options.max_response_bytes} bytes")
+
+    def _body(self, chunks: Iterable[bytes]) -> bytes:
+        seen = [0]
+        parts = []
+        for chunk in chunks:
+            self._counted(len(chunk), seen)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _lines(self, lines: Iterable[str]) -> Iterator[str]:
+        seen = [0]
+        for line in lines:
+            self._counted(len(line) + 1, seen)
+            yield line
 
     # -- sync ---------------------------------------------------------------------------------
 
@@ -173,17 +196,30 @@ class Transport:
                 self._client.close()
                 self._client = None
 
-    def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], stream: bool) -> httpx.Response:
-        """The request's attempts (:class:`_Attempts` decides) until a success; ``stream``: its body unread."""
+    def _send(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> httpx.Response:
+        """The request's attempts (:class:`_Attempts` decides) until a success, its body unread."""
+        return self._attempt(url, headers, body, lambda response: response)
+
+    def _fetch(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> bytes:
+        """The body of the request's first success, read within ``max_response_bytes`` (a transport
+        failure while reading it is a failed attempt like any other)."""
+        def read(response: httpx.Response) -> bytes:
+            with closing(response):
+                return self._body(response.iter_bytes())
+
+        return self._attempt(url, headers, body, read)
+
+    def _attempt(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                 take: Callable[[httpx.Response], _T]) -> _T:
         client = self._sync_client()
         attempts = _Attempts(self)
         for delay in attempts:
             if delay:
                 time.sleep(delay)
             try:
-                response = client.send(client.build_request("POST", url, headers=headers, json=body), stream=stream)
+                response = client.send(client.build_request("POST", url, headers=headers, json=body), stream=True)
                 if response.is_success:
-                    return response
+                    return take(response)
                 with closing(response):
                     response.read()  # the error's body, for its message
                 attempts.failed(response)
@@ -193,28 +229,36 @@ class Transport:
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """POST and return the decoded JSON answer, retrying per the policy."""
-        return self._decode(self._send(url, headers, body, stream=False))
+        return self._decode(self._fetch(url, headers, body))
 
     def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
         """POST and yield the SSE events of the answer; a cut stream just ends."""
-        with closing(self._send(url, headers, body, stream=True)) as response:
-            yield from _events(response.iter_lines())
+        with closing(self._send(url, headers, body)) as response:
+            yield from _events(self._lines(response.iter_lines()))
 
     # -- async --------------------------------------------------------------------------------
     # Each call opens a fresh httpx.AsyncClient (safe across event loops); _asend is _send's twin
     # with awaited I/O, the attempts and the decision being _Attempts' in both.
 
     async def _asend(self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any],
-                     stream: bool) -> httpx.Response:
+                     read: bool = False) -> httpx.Response | bytes:
+        """:meth:`_send`, or with ``read`` :meth:`_fetch`, awaited."""
         attempts = _Attempts(self)
         for delay in attempts:
             if delay:
                 await asyncio.sleep(delay)
             try:
                 response = await client.send(client.build_request("POST", url, headers=headers, json=body),
-                                             stream=stream)
+                                             stream=True)
                 if response.is_success:
-                    return response
+                    if not read:
+                        return response
+                    async with aclosing(response):
+                        seen, parts = [0], []
+                        async for chunk in response.aiter_bytes():
+                            self._counted(len(chunk), seen)
+                            parts.append(chunk)
+                        return b"".join(parts)
                 async with aclosing(response):
                     await response.aread()
                 attempts.failed(response)
@@ -225,16 +269,21 @@ class Transport:
     async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`post`."""
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            return self._decode(await self._asend(client, url, headers, body, stream=False))
+            data = await self._asend(client, url, headers, body, read=True)
+        assert isinstance(data, bytes)
+        return self._decode(data)
 
     async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """Async :meth:`stream`."""
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            response = await self._asend(client, url, headers, body, stream=True)
+            response = await self._asend(client, url, headers, body)
+            assert isinstance(response, httpx.Response)
             async with aclosing(response):
                 decoder = SSEDecoder()
+                seen = [0]
                 try:
                     async for line in response.aiter_lines():
+                        self._counted(len(line) + 1, seen)
                         if (event := decoder.feed(line)) is not None:
                             yield event
                 except httpx.TransportError:
