@@ -156,7 +156,9 @@ def test_a_task_hash_is_the_same_in_another_process() -> None:
     import sys
 
     code = ("from codeact.evals import Task; from codeact.evals.fingerprint import task_hash; "
-            "print(task_hash(Task(id='t', instruction='x', tools=list, expected={'alpha', 'beta', 'gamma', 'delta'})))")
+            "from codeact.evals.suite import load_suite; "
+            "print(task_hash(Task(id='t', instruction='x', tools=list, expected={'alpha', 'beta', 'gamma', 'delta'})), "
+            "[task_hash(t) for name in ('weather', 'data', 'multitool') for t in load_suite(name)])")
     hashes = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout
               for seed in (1, 2, 3, 4)}
