@@ -117,8 +117,14 @@ class ProtocolViolation(SandboxError):
 
 
 class ReplayInterrupted(SandboxError):
-    """The replay rebuilding a session's state stopped before it finished: it was interrupted, or
-    its sandbox died. Not a divergence: the state is kept, and rebuilt at the next try."""
+    """The replay rebuilding a session's state stopped before it finished: it was interrupted
+    (``requested``), or its sandbox died. Not a divergence: the state is kept, and rebuilt at the
+    next try (a sandbox that dies at a second try in a row is taken as the cell's doing)."""
+
+    def __init__(self, message: str, *, cell: int, requested: bool = False) -> None:
+        super().__init__(message)
+        self.cell = cell
+        self.requested = requested
 
 
 class SessionClosed(CodeActError):

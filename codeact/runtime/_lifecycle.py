@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import SnapshotError
+from ..errors import ReplayInterrupted, RestoreDiverged, SnapshotError
 from ._replay import replay
 from ._workspace import collect_files, lay_files, list_files
 from .snapshot import CellRecord, SkippedCell, Snapshot, SnapshotFile, toolset_fingerprint
@@ -31,6 +31,9 @@ class Resume:
     laid over the workspace (None: leave the workspace as the replay made it)."""
 
     files: list[SnapshotFile] | None
+    #: Rebuilds in a row whose sandbox died (not interrupted on request): at the second, the
+    #: replay is taken to kill it itself, and the state is given up as diverged.
+    deaths: int = 0
 
 
 def _first_line(code: str) -> str:
@@ -99,6 +102,14 @@ def rebuild(session: Session) -> None:
             uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
             lay_files(workspace, pending.files, keep=keep, uid=uid)
     except SnapshotError:
+        raise
+    except ReplayInterrupted as exc:
+        session._discard()
+        if not exc.requested:
+            pending.deaths += 1
+            if pending.deaths > 1:  # a second death in a row: the replay itself, not bad luck
+                raise RestoreDiverged(f"{exc}, at a second try in a row", cell=exc.cell) from None
+        session._resume = pending
         raise
     except BaseException:  # e.g. no engine now: keep what rebuilds the state for a later try
         session._discard()

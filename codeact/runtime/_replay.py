@@ -125,10 +125,12 @@ class ReplayResponder:
 
 
 def _check_outcome(cell: CellRecord, result: ExecutionResult) -> None:
-    if result.termination in ("interrupted", "killed") or (result.state_lost and result.termination != "memory"):
+    if result.termination in ("interrupted", "killed"):
         # Stopped from outside (an interrupt, a dead sandbox): nothing says the cell would not replay.
+        # (A timeout, even one that ended in a kill, is the cell's own doing: a divergence.)
         raise ReplayInterrupted(f"the replay of cell {cell.index} was stopped ({result.termination}: "
-                                f"{result.reason or 'no reason given'})")
+                                f"{result.reason or 'no reason given'})",
+                                cell=cell.index, requested=result.termination == "interrupted")
     if result.state_lost or result.termination not in ("completed", "error", "memory"):
         raise RestoreDiverged(f"cell {cell.index} did not finish on replay ({result.termination}: "
                               f"{result.reason or ''}); it was recorded as {cell.status}", cell=cell.index)

@@ -450,6 +450,21 @@ def test_a_rebuild_stopped_from_outside_keeps_the_state(rt: Runtime, stop: str) 
         assert after.ok and after.value == 42 and after.restored  # x += 1 never ran
 
 
+def test_a_replay_that_kills_its_own_sandbox_is_given_up_at_the_second_try(tmp_path: Path) -> None:
+    # A sandbox dying once during a rebuild may be bad luck (the state is kept); dying again at the
+    # next try is the replay's own doing: the state is given up, or no run would ever start again.
+    config = SandboxConfig(backend="local", timeout_s=10, policy="none")
+    with Runtime([], config) as runtime, runtime.session(workspace=tmp_path) as s:
+        s.run("import os\nx = 41\nif os.path.exists('die'):\n    os.kill(os.getpid(), 9)")
+        s.run("open('die', 'w').write('1')")  # from now on, replaying the first cell kills the kernel
+        assert s.suspend()
+        first = s.run("x + 1")
+        assert first.termination == "killed" and first.reason is not None and "rebuilt at the next run" in first.reason
+        second = s.run("'x' in globals()")
+        assert second.ok and second.value is False, second  # started empty, and says why
+        assert second.reason is not None and "at a second try in a row" in second.reason
+
+
 def test_a_seeded_session_replays_random_dependent_cells(backend: str, counter: Counter) -> None:
     config = SandboxConfig(backend=backend, timeout_s=10, policy="none", seed=7)  # type: ignore[arg-type]
     with Runtime(make_tools(counter), config) as runtime, runtime.session() as s:
