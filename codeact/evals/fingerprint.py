@@ -59,20 +59,28 @@ def _data(value: Any, budget: list[int]) -> Any:
     if budget[0] < 0:
         return "…"
     if isinstance(value, _PLAIN):
-        return repr(value) if isinstance(value, (float, complex, bytes)) else value
+        return [type(value).__name__, repr(value)] if isinstance(value, (float, complex, bytes)) else value
     if isinstance(value, (list, tuple)):
         return [type(value).__name__, [_data(v, budget) for v in value]]
-    if isinstance(value, (set, frozenset)):
-        return ["set", sorted(json.dumps(_data(v, budget), default=str) for v in value)]
+    if isinstance(value, (set, frozenset)):  # in an order of their own first: the budget then cuts alike
+        return ["set", [_data(v, budget) for v in sorted(value, key=_order)]]
     if isinstance(value, Mapping):
-        return ["map", sorted((json.dumps(_data(k, budget), default=str), _data(v, budget))
-                              for k, v in value.items())]
+        return ["map", [[_data(k, budget), _data(v, budget)] for k, v in sorted(value.items(), key=_order_item)]]
     if isinstance(value, re.Pattern):
         return ["pattern", value.pattern if isinstance(value.pattern, str) else repr(value.pattern), value.flags]
     if isinstance(value, (enum.Enum, decimal.Decimal, fractions.Fraction, datetime.date, datetime.time,
                           datetime.timedelta)):
         return repr(value)  # no address in these reprs
     return None
+
+
+def _order(value: Any) -> str:
+    """A sort key the same in every process (a set's iteration order is not)."""
+    return json.dumps(_data(value, [64]), default=str, sort_keys=True)
+
+
+def _order_item(item: tuple[Any, Any]) -> str:
+    return _order(item[0])
 
 
 def _identity(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
@@ -95,12 +103,12 @@ def _identity(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
         data = _data(obj, [_MAX_DATA])
         if data is not None:
             return data
-        kind = type(obj)
-        return f"{getattr(obj, '__module__', kind.__module__)}.{getattr(obj, '__qualname__', kind.__qualname__)}"
+        # Its (qualified) name, not its module's: a suite file's module is named per process.
+        return str(getattr(obj, "__qualname__", type(obj).__qualname__))
     try:
         source: str = inspect.getsource(fn)
     except (OSError, TypeError):
-        source = f"{fn.__module__}.{fn.__qualname__}"
+        source = str(fn.__qualname__)
     reached: dict[str, Any] = {}
     cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)
     values = [(f"closure:{name}", cell.cell_contents) for name, cell in cells if _filled(cell)]

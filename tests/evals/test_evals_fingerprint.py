@@ -220,3 +220,45 @@ def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None
     assert not (tmp_path / "results.jsonl").exists()
     summary = run_suite("weather", out=tmp_path, sandbox=LOCAL, **ONE)  # type: ignore[arg-type]
     assert summary.planned == 1 and len(_lines(tmp_path)) == 1  # the lock went with the first run
+
+
+_SUITE_WITH_OBJECTS = """
+from dataclasses import dataclass
+from codeact.evals import Task
+
+
+@dataclass
+class Inventory:
+    items: int = 3
+
+
+INV = Inventory()
+WORDS = {f"w{i}" for i in range(100_050)}  # more than the data budget: cut the same way each time
+ODD_KEYS = {int: 0, str: "", 1.5: 1, "1.5": None}
+
+
+def tools():
+    return [INV, len(WORDS), ODD_KEYS]
+
+
+TASKS = [Task(id="a", instruction="x", expected=1, tools=tools)]
+"""
+
+
+def test_a_path_loaded_suite_hashes_the_same_in_every_process(tmp_path: Path) -> None:
+    # Its module's name holds a per-process hash (and its mtime), and sets iterate in a per-process
+    # order: neither may reach the fingerprint, or every resume of such a run would be refused.
+    import os
+    import subprocess
+    import sys
+
+    suite = tmp_path / "objects.py"
+    suite.write_text(_SUITE_WITH_OBJECTS)
+    code = ("import sys; from codeact.evals.suite import load_suite; from codeact.evals.fingerprint import task_hash; "
+            "print([task_hash(t) for t in load_suite(sys.argv[1])])")
+    hashes = set()
+    for seed in (1, 2, 3):
+        os.utime(suite, (1_700_000_000 + seed, 1_700_000_000 + seed))  # a checkout changes the mtime
+        hashes.add(subprocess.run([sys.executable, "-c", code, str(suite)], capture_output=True, text=True,
+                                  check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout)
+    assert len(hashes) == 1, hashes
