@@ -220,3 +220,18 @@ def test_streamed_output_over_a_low_frame_limit_comes_in_frames_that_fit(backend
         loud = s.run("print('\\x01' * 300_000)\nkept", on_event=lambda e: seen.append(getattr(e, "text", "")))
         assert loud.ok and not loud.state_lost and loud.value == 1, loud
         assert sum(len(t) for t in seen) >= 300_000  # every character reached the listener
+
+
+@pytest.mark.parametrize("limit", [64 * 1024, None], ids=["low-limit", "default"])
+def test_interleaved_streamed_output_fits_the_frame_limits(limit: int | None) -> None:
+    # Many small chunks, alternating streams: each costs bytes beyond its text, and a frame may
+    # hold at most MAX_CHUNKS of them (with default settings one burst broke that limit).
+    extra = {} if limit is None else {"max_frame_bytes": limit}
+    config = SandboxConfig(backend="local", policy="none", timeout_s=30, **extra)
+    seen: list[Any] = []
+    with Runtime([], config) as rt, rt.session() as s:
+        s.run("kept = 1")
+        loud = s.run("import sys\nfor i in range(30000):\n    print('a')\n    print('b', file=sys.stderr)\nkept",
+                     on_event=seen.append)
+        assert loud.ok and not loud.state_lost and loud.value == 1, loud
+        assert sum(len(getattr(e, "text", "")) for e in seen) == 120_000  # every character streamed

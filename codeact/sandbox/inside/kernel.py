@@ -50,6 +50,7 @@ _MAX_TRACEBACK = 20000
 _MAX_VALUE = 256 * 1024
 _LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
 _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
+_CHUNK_BYTES = 32  # what a chunk costs in an output frame beyond its text: ["stdout","…"],
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
 #: after this long (to see an interrupt frame; Docker's SIGINT needs no reader); shorter runs and
 #: calls never wake it. It also wakes on this period while a run is in progress: each wake costs
@@ -402,25 +403,29 @@ class Kernel:
             if last:
                 self.live_id = None
             self.live_flushed = time.monotonic()
-            # Characters per frame: whatever they encode to (6 bytes at most each), it fits the host's limit.
-            per_frame = min(_LIVE_FRAME_CHARS, self.max_frame // 8)
+            # Every frame fits the host's limits whatever its characters encode to: at most 6 bytes
+            # a character (a \u escape) and _CHUNK_BYTES a chunk for its brackets and stream name,
+            # and fewer chunks than the frame schema's MAX_CHUNKS.
+            room = self.max_frame - 1024
+            per_chunk = min(_LIVE_FRAME_CHARS, room // 6 - _CHUNK_BYTES)
             merged: list[list[str]] = []
             for name, text in chunks:  # coalesce neighbours of one stream; bound each chunk
-                if merged and merged[-1][0] == name and len(merged[-1][1]) + len(text) <= per_frame:
+                if merged and merged[-1][0] == name and len(merged[-1][1]) + len(text) <= per_chunk:
                     merged[-1][1] += text
                 else:
-                    merged.extend([name, text[i:i + per_frame]] for i in range(0, len(text), per_frame))
-            frames: list[list[list[str]]] = []
-            size = per_frame
+                    merged.extend([name, text[i:i + per_chunk]] for i in range(0, len(text), per_chunk))
+            batches: list[list[list[str]]] = []
+            size = room
             for chunk in merged:  # as few frames as fit
-                if size + len(chunk[1]) > per_frame:
-                    frames.append([])
+                cost = 6 * len(chunk[1]) + _CHUNK_BYTES
+                if size + cost > room or len(batches[-1]) >= frames.MAX_CHUNKS - 1:
+                    batches.append([])
                     size = 0
-                frames[-1].append(chunk)
-                size += len(chunk[1])
+                batches[-1].append(chunk)
+                size += cost
             if run_id is not None:
                 try:
-                    for frame in frames:
+                    for frame in batches:
                         data = protocol.encode({"type": "output", "id": run_id, "chunks": frame})
                         with self.write_lock:
                             self.channel.sock.sendall(data)
