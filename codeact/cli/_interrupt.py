@@ -94,7 +94,8 @@ def interrupts(on_first: Callable[[], None] | None = None, **kwargs: object) -> 
         return
     previous = {signal.SIGINT: signal.signal(signal.SIGINT, state.handle)}
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        previous[signum] = signal.signal(signum, _terminated)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's choice stands
+            previous[signum] = signal.signal(signum, _terminated)
     try:
         yield state
     finally:

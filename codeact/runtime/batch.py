@@ -180,6 +180,7 @@ def map_code(
     workers: list[_Worker] = []
     lock = threading.Lock()
     started = threading.Event()  # some item ran: a sandbox can be had
+    refused = [0]  # starts that failed before any item ran
 
     def one(index: int) -> None:
         if stop is not None and stop.is_set():
@@ -193,7 +194,11 @@ def map_code(
             result = worker.run(code, items[index])
             started.set()
         except SandboxUnavailable as exc:
-            if not started.is_set():  # no sandbox could be had at all (yet): nothing to go on with
+            with lock:
+                refused[0] += 1
+                # No sandbox could be had at all: every worker's first start failed, none ran an item.
+                hopeless = not started.is_set() and refused[0] >= workers_count
+            if hopeless:
                 raise
             worker.close()  # one start failed after others worked: this item's result, not the batch's end
             result = ExecutionResult(ok=False, termination="killed", state_lost=True,
@@ -207,7 +212,8 @@ def map_code(
         if bar is not None:
             bar.advance(failed=not result.ok)
 
-    pool = ThreadPoolExecutor(max(1, min(concurrency, len(items) or 1)), thread_name_prefix="codeact-map")
+    workers_count = max(1, min(concurrency, len(items) or 1))
+    pool = ThreadPoolExecutor(workers_count, thread_name_prefix="codeact-map")
     try:
         with bar if bar is not None else contextlib.nullcontext():
             for fut in [pool.submit(one, i) for i in range(len(items))]:

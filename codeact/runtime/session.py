@@ -350,13 +350,21 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         guard = _events._Guard(self.config.output_cap)
-        work = asyncio.ensure_future(asyncio.to_thread(self._run, code, timeout_s, guard))
+        ended = threading.Event()  # set by the worker: the loop may stop before the future settles
+
+        def run() -> ExecutionResult:
+            try:
+                return self._run(code, timeout_s, guard)
+            finally:
+                ended.set()
+
+        work = asyncio.ensure_future(asyncio.to_thread(run))
         try:
             return await asyncio.shield(work)
         except asyncio.CancelledError:
             guard.refuse_start()
             work.add_done_callback(_retrieved)
-            _events._interrupt_until(guard, work.done)
+            _events._interrupt_until(guard, ended.is_set)
             raise
 
     # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------

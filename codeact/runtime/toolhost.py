@@ -542,8 +542,8 @@ class ToolHost:
                     work = asyncio.wrap_future(job)
                 try:
                     done, _ = await asyncio.wait((work,), timeout=timeout)
-                except asyncio.CancelledError:  # the runtime is closing
-                    work.cancel()
+                except asyncio.CancelledError:  # the runtime is closing, or the caller gave the call up
+                    self._abandon(work, job)
                     raise
                 if not done:
                     self._abandon(work, job)

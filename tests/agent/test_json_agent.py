@@ -194,10 +194,12 @@ def test_interrupt_stops_json_tool_calls_in_flight(tmp_path: Any) -> None:
         with FakeModelServer(script) as server, Runtime([stall], SandboxConfig(backend="local")) as rt:
             agent = FunctionCallingAgent(client_for(server, "openai"), rt.toolset, runtime=rt,
                                          trace_path=tmp_path / "t.jsonl")
+            workers = rt.loop.pool.max_workers
             threading.Timer(1.0, agent.interrupt).start()
             started = time.monotonic()
             episode = agent.run("go")
             assert time.monotonic() - started < 10
+            assert rt.loop.pool.max_workers == workers + 1  # the stalled tool's thread is lent back meanwhile
             assert episode.stop_reason == "interrupted"
             [record] = episode.records
             assert not record.ok and record.error is not None and "interrupted" in record.error.message

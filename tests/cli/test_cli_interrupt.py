@@ -149,6 +149,21 @@ def test_exec_terminated_removes_its_sandbox(tools_file: Path, tmp_path: Path, s
     assert containers_of(proc.pid) == []
 
 
+def test_exec_under_nohup_survives_a_hangup(tools_file: Path, tmp_path: Path) -> None:
+    # An ignored SIGHUP (nohup) stays ignored: closing the terminal must not end the run.
+    marks, code = tmp_path / "marks", tmp_path / "slow.py"
+    code.write_text(SLOW)
+    proc = start(["exec", str(code), "--tools", str(tools_file), "--backend", "local", "--json"], marks,
+                 preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    wait_for(marks_at_least(marks, 1), proc, "the first tool call")
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert proc.poll() is None  # still running
+    proc.send_signal(signal.SIGINT)
+    out, _ = finish(proc)
+    assert json.loads(out)["termination"] == "interrupted"
+
+
 CODE_REPLY = "Let me start.\n```python\nmark('one')\nimport time\ntime.sleep(120)\n```"
 
 

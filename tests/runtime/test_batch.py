@@ -128,6 +128,31 @@ def test_a_sandbox_that_fails_to_start_fails_only_its_item(monkeypatch: pytest.M
     assert results[2].termination == "killed" and "could not start" in (results[2].reason or "")
 
 
+def test_a_start_failing_in_the_first_wave_fails_only_its_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With two workers, the second start fails while the first item still runs: no item has
+    # finished yet, but a sandbox could be had, so the batch goes on.
+    from codeact.errors import SandboxUnavailable
+    from codeact.sandbox.local import LocalSandbox
+
+    real, starts, lock = LocalSandbox.start, [0], threading.Lock()
+
+    def flaky(self: LocalSandbox) -> None:
+        with lock:
+            starts[0] += 1
+            nth = starts[0]
+        if nth == 2:
+            raise SandboxUnavailable("simulated: the engine refused this one")
+        real(self)
+
+    monkeypatch.setattr(LocalSandbox, "start", flaky)
+    config = SandboxConfig(backend="local", timeout_s=10, policy="none")
+    with Runtime([], config) as rt:
+        results = rt.map("import time\ntime.sleep(0.5)\nitem * 2", range(4), concurrency=2, isolation="sandbox")
+    done = [(i, r.value) for i, r in enumerate(results) if r.ok]
+    assert len(done) == 3 and all(value == 2 * i for i, value in done)  # which item met the failure varies
+    assert sum(1 for r in results if not r.ok and "could not start" in (r.reason or "")) == 1
+
+
 def test_restricted_policy_uses_a_sandbox_per_item() -> None:
     with Runtime([price], SandboxConfig(backend="local", timeout_s=10)) as rt:  # local defaults to restricted
         results = map_code(rt, "x = item + 1\nx", [1, 2, 3], concurrency=2)
