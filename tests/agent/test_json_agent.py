@@ -199,6 +199,9 @@ def test_interrupt_stops_json_tool_calls_in_flight(tmp_path: Any) -> None:
             started = time.monotonic()
             episode = agent.run("go")
             assert time.monotonic() - started < 10
+            deadline = time.monotonic() + 5  # the host's loop takes the cancel a moment after the episode ends
+            while rt.loop.pool.max_workers != workers + 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
             assert rt.loop.pool.max_workers == workers + 1  # the stalled tool's thread is lent back meanwhile
             assert episode.stop_reason == "interrupted"
             [record] = episode.records

@@ -102,3 +102,31 @@ def test_an_answer_over_the_size_cap_is_a_model_error(answers: _Answers, stream:
             asyncio.run(client.acomplete([Message.user("hi")], stream=stream))
         else:
             client.complete([Message.user("hi")], stream=stream)
+
+
+@pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
+def test_a_stream_with_no_newline_is_capped_too(answers: _Answers, awaited: bool) -> None:
+    # A line is held until its newline: the cap must count the raw bytes, not finished lines.
+    import asyncio
+
+    from codeact.agent.models import HTTPOptions
+
+    answers.queue.append(("text/event-stream", b"data: " + b"x" * 300_000))
+    options = HTTPOptions(max_retries=0, max_response_bytes=100_000)
+    with OpenAIClient("m", base_url=answers.url + "/v1", api_key="k", options=options) as client, \
+            pytest.raises(ModelError, match="larger than 100000 bytes"):
+        if awaited:
+            asyncio.run(client.acomplete([Message.user("hi")], stream=True))
+        else:
+            client.complete([Message.user("hi")], stream=True)
+
+
+def test_sse_lines_split_on_every_line_ending_across_chunks() -> None:
+    from codeact.agent.models._http import HTTPOptions, Transport, _LineSplitter
+
+    lines = _LineSplitter(Transport("test", HTTPOptions()))
+    out = []
+    for chunk in (b"data: a\r", b"\ndata: b\n", b"\r\nevent: x\rdata: c", b"\r", b"\n\n"):
+        out += lines.feed(chunk)
+    out += lines.end()
+    assert out == ["data: a", "data: b", "", "event: x", "data: c", ""]

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import json
 import random
+import re
 import ssl
 import threading
 import time
@@ -176,11 +177,17 @@ class Transport:
             parts.append(chunk)
         return b"".join(parts)
 
-    def _lines(self, lines: Iterable[str]) -> Iterator[str]:
-        seen = [0]
-        for line in lines:
-            self._counted(len(line) + 1, seen)
-            yield line
+    def _lines(self, chunks: Iterable[bytes]) -> Iterator[str]:
+        """The stream's lines, its raw bytes counted as they come (httpx's own line iterator holds
+        a line until its newline: a stream that never sends one would grow unseen)."""
+        lines = _LineSplitter(self)
+        for chunk in chunks:
+            yield from lines.feed(chunk)
+        yield from lines.end()
+
+    def _error_body(self, response: httpx.Response, body: bytes) -> httpx.Response:
+        """A failed answer with its body (at most ``_ERROR_BODY`` bytes of it) loaded, for its message."""
+        return httpx.Response(response.status_code, headers=response.headers, content=body, request=response.request)
 
     # -- sync ---------------------------------------------------------------------------------
 
@@ -220,9 +227,13 @@ class Transport:
                 response = client.send(client.build_request("POST", url, headers=headers, json=body), stream=True)
                 if response.is_success:
                     return take(response)
-                with closing(response):
-                    response.read()  # the error's body, for its message
-                attempts.failed(response)
+                with closing(response):  # the error's body, for its message (bounded)
+                    head = b""
+                    for chunk in response.iter_bytes():
+                        head += chunk
+                        if len(head) >= _ERROR_BODY:
+                            break
+                attempts.failed(self._error_body(response, head[:_ERROR_BODY]))
             except httpx.TransportError as exc:
                 attempts.failed(exc)
         raise attempts.error() from None
@@ -234,7 +245,7 @@ class Transport:
     def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
         """POST and yield the SSE events of the answer; a cut stream just ends."""
         with closing(self._send(url, headers, body)) as response:
-            yield from _events(self._lines(response.iter_lines()))
+            yield from _events(self._lines(response.iter_bytes()))
 
     # -- async --------------------------------------------------------------------------------
     # Each call opens a fresh httpx.AsyncClient (safe across event loops); _asend is _send's twin
@@ -260,8 +271,12 @@ class Transport:
                             parts.append(chunk)
                         return b"".join(parts)
                 async with aclosing(response):
-                    await response.aread()
-                attempts.failed(response)
+                    head = b""
+                    async for chunk in response.aiter_bytes():
+                        head += chunk
+                        if len(head) >= _ERROR_BODY:
+                            break
+                attempts.failed(self._error_body(response, head[:_ERROR_BODY]))
             except httpx.TransportError as exc:
                 attempts.failed(exc)
         raise attempts.error() from None
@@ -279,15 +294,46 @@ class Transport:
             response = await self._asend(client, url, headers, body)
             assert isinstance(response, httpx.Response)
             async with aclosing(response):
-                decoder = SSEDecoder()
-                seen = [0]
+                decoder, lines = SSEDecoder(), _LineSplitter(self)
                 try:
-                    async for line in response.aiter_lines():
-                        self._counted(len(line) + 1, seen)
+                    async for chunk in response.aiter_bytes():
+                        for line in lines.feed(chunk):
+                            if (event := decoder.feed(line)) is not None:
+                                yield event
+                    for line in lines.end():
                         if (event := decoder.feed(line)) is not None:
                             yield event
                 except httpx.TransportError:
                     pass  # cut mid-stream, as in _events
+
+
+#: Bytes of a failed answer's body read for its error message.
+_ERROR_BODY = 64 * 1024
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
+class _LineSplitter:
+    """Bytes in, the text lines they complete out (``\r\n``, ``\r`` or ``\n`` end one, as in SSE),
+    every byte counted against the transport's ``max_response_bytes``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._seen = [0]
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self._transport._counted(len(chunk), self._seen)
+        self._buffer += chunk
+        held = b""
+        if self._buffer.endswith(b"\r"):  # maybe the first half of a \r\n: wait for the next byte
+            self._buffer, held = self._buffer[:-1], b"\r"
+        *lines, rest = _NEWLINE.split(self._buffer)
+        self._buffer = rest + held
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    def end(self) -> list[str]:
+        rest, self._buffer = self._buffer, b""
+        return [line.decode("utf-8", "replace") for line in _NEWLINE.split(rest) if line] if rest else []
 
 
 def _events(lines: Iterator[str]) -> Iterator[SSEEvent]:
