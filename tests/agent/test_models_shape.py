@@ -32,9 +32,18 @@ class _Answers:
                 kind, body = answers.queue.pop(0)
                 self.send_response(200)
                 self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                if body:
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.end_headers()  # no body given: "data: xxxx…" for as long as the client reads
+                try:
+                    self.wfile.write(b"data: ")
+                    while True:
+                        self.wfile.write(b"x" * 65536)
+                except OSError:
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -80,21 +89,12 @@ def test_a_stream_event_of_another_shape_is_a_model_error(answers: _Answers, eve
         client.complete([Message.user("hi")], stream=True)
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
-@pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
-def test_an_answer_over_the_size_cap_is_a_model_error(answers: _Answers, stream: bool, awaited: bool) -> None:
-    # Without a cap a huge body, or a stream that never ends, grew in memory until the wall budget.
+def _complete_capped(answers: _Answers, *, stream: bool, awaited: bool) -> None:
+    """Ask for the next queued answer with a 100,000-byte cap: it must end as a ModelError saying so."""
     import asyncio
 
     from codeact.agent.models import HTTPOptions
 
-    text = "x" * 200_000
-    if stream:
-        answers.queue.append(("text/event-stream", _sse(*[{"choices": [{"index": 0, "delta": {"content": text}}]}] * 3)))
-    else:
-        answers.queue.append(("application/json", json.dumps(
-            {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
-        ).encode()))
     options = HTTPOptions(max_retries=0, max_response_bytes=100_000)
     with OpenAIClient("m", base_url=answers.url + "/v1", api_key="k", options=options) as client, \
             pytest.raises(ModelError, match="larger than 100000 bytes"):
@@ -104,21 +104,25 @@ def test_an_answer_over_the_size_cap_is_a_model_error(answers: _Answers, stream:
             client.complete([Message.user("hi")], stream=stream)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 @pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
-def test_a_stream_with_no_newline_is_capped_too(answers: _Answers, awaited: bool) -> None:
-    # A line is held until its newline: the cap must count the raw bytes, not finished lines.
-    import asyncio
+def test_an_answer_over_the_size_cap_is_a_model_error(answers: _Answers, stream: bool, awaited: bool) -> None:
+    # Without a cap a huge body, or a stream that never ends, grew in memory until the wall budget.
+    text = "x" * 200_000
+    if stream:
+        answers.queue.append(("text/event-stream", _sse(*[{"choices": [{"index": 0, "delta": {"content": text}}]}] * 3)))
+    else:
+        answers.queue.append(("application/json", json.dumps(
+            {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+        ).encode()))
+    _complete_capped(answers, stream=stream, awaited=awaited)
 
-    from codeact.agent.models import HTTPOptions
 
-    answers.queue.append(("text/event-stream", b"data: " + b"x" * 300_000))
-    options = HTTPOptions(max_retries=0, max_response_bytes=100_000)
-    with OpenAIClient("m", base_url=answers.url + "/v1", api_key="k", options=options) as client, \
-            pytest.raises(ModelError, match="larger than 100000 bytes"):
-        if awaited:
-            asyncio.run(client.acomplete([Message.user("hi")], stream=True))
-        else:
-            client.complete([Message.user("hi")], stream=True)
+@pytest.mark.parametrize("awaited", [False, True], ids=["sync", "async"])
+def test_an_endless_line_is_capped_too(answers: _Answers, awaited: bool) -> None:
+    # A line is held until its newline: a stream that never sends one must be cut by its raw bytes.
+    answers.queue.append(("text/event-stream", b""))
+    _complete_capped(answers, stream=True, awaited=awaited)
 
 
 def test_sse_lines_split_on_every_line_ending_across_chunks() -> None:
