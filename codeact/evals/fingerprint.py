@@ -49,6 +49,8 @@ def _digest(value: Any) -> str:
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
+#: How the modules of suite files loaded by path are named (``suite._import_path``): per process.
+_SUITE_MODULE = "_codeact_suite_"
 _MAX_DATA = 100_000  # elements of a data value looked at (a huge table is hashed by its first ones)
 
 
@@ -74,13 +76,22 @@ def _data(value: Any, budget: list[int]) -> Any:
     return None
 
 
-def _order(value: Any) -> str:
-    """A sort key the same in every process (a set's iteration order is not)."""
-    return json.dumps(_data(value, [64]), default=str, sort_keys=True)
+def _order(value: Any) -> tuple[str, str]:
+    """A sort key the same in every process (a set's iteration order is not): a short form, then
+    all of it for elements alike in their first 64 parts."""
+    return (json.dumps(_data(value, [64]), default=str, sort_keys=True),
+            json.dumps(_data(value, [_MAX_DATA]), default=str, sort_keys=True))
 
 
-def _order_item(item: tuple[Any, Any]) -> str:
+def _order_item(item: tuple[Any, Any]) -> tuple[str, str]:
     return _order(item[0])
+
+
+def _name(obj: Any) -> str:
+    """``module.qualname``; a suite file's module, whose name is made per process, as ``suite``."""
+    module = str(getattr(obj, "__module__", None) or type(obj).__module__)
+    qualname = str(getattr(obj, "__qualname__", None) or type(obj).__qualname__)
+    return f"{'suite' if module.startswith(_SUITE_MODULE) else module}.{qualname}"
 
 
 def _identity(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
@@ -103,12 +114,11 @@ def _identity(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
         data = _data(obj, [_MAX_DATA])
         if data is not None:
             return data
-        # Its (qualified) name, not its module's: a suite file's module is named per process.
-        return str(getattr(obj, "__qualname__", type(obj).__qualname__))
+        return _name(obj)
     try:
         source: str = inspect.getsource(fn)
     except (OSError, TypeError):
-        source = str(fn.__qualname__)
+        source = _name(fn)
     reached: dict[str, Any] = {}
     cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)
     values = [(f"closure:{name}", cell.cell_contents) for name, cell in cells if _filled(cell)]

@@ -106,11 +106,16 @@ def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult |
 class _Worker:
     """One thread's warm session (namespace isolation) or a fresh one per item."""
 
-    def __init__(self, runtime: Runtime, reuse: bool, stop: threading.Event | None = None) -> None:
+    def __init__(self, runtime: Runtime, reuse: bool, stop: threading.Event | None = None,
+                 started: threading.Event | None = None) -> None:
         self.runtime = runtime
         self.reuse = reuse
         self.stop = stop
         self.session: Session | None = None
+        #: Set once any sandbox of the batch is up (its item bound): a sandbox can be had.
+        self.started = started
+        #: Whether a start of this worker's already failed (each worker counts once: see map_code).
+        self.refused = False
 
     def run(self, code: str, item: Any) -> ExecutionResult:
         if not self.reuse:
@@ -126,6 +131,8 @@ class _Worker:
             if failed.state_lost:
                 self.close()  # the sandbox failed: start the next item in a new one
             return failed
+        if self.started is not None:
+            self.started.set()
         if self.stop is not None and self.stop.is_set():  # interrupted while binding: no run starts now
             return _not_run(self.stop)
         return session.run(code)
@@ -179,24 +186,25 @@ def map_code(
     local = threading.local()
     workers: list[_Worker] = []
     lock = threading.Lock()
-    started = threading.Event()  # some item ran: a sandbox can be had
-    refused = [0]  # starts that failed before any item ran
+    started = threading.Event()  # some sandbox came up: one can be had
+    refused = [0]  # workers whose start failed
 
     def one(index: int) -> None:
         if stop is not None and stop.is_set():
             return
         worker = getattr(local, "worker", None)
         if worker is None:
-            worker = local.worker = _Worker(runtime, reuse=isolation == "namespace", stop=stop)
+            worker = local.worker = _Worker(runtime, reuse=isolation == "namespace", stop=stop, started=started)
             with lock:
                 workers.append(worker)
         try:
             result = worker.run(code, items[index])
-            started.set()
         except SandboxUnavailable as exc:
             with lock:
-                refused[0] += 1
-                # No sandbox could be had at all: every worker's first start failed, none ran an item.
+                if not worker.refused:
+                    worker.refused = True
+                    refused[0] += 1
+                # No sandbox could be had at all: every worker's start failed, and none ever came up.
                 hopeless = not started.is_set() and refused[0] >= workers_count
             if hopeless:
                 raise

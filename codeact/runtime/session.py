@@ -350,9 +350,10 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         guard = _events._Guard(self.config.output_cap)
-        ended = threading.Event()  # set by the worker: the loop may stop before the future settles
+        began, ended = threading.Event(), threading.Event()  # the worker's, not the loop's, word
 
         def run() -> ExecutionResult:
+            began.set()
             try:
                 return self._run(code, timeout_s, guard)
             finally:
@@ -364,7 +365,9 @@ class Session:
         except asyncio.CancelledError:
             guard.refuse_start()
             work.add_done_callback(_retrieved)
-            _events._interrupt_until(guard, ended.is_set)
+            # Until the worker has ended; or for good once the future settled without it ever
+            # beginning (the loop went away first: it never will, and its run was refused anyway).
+            _events._interrupt_until(guard, lambda: ended.is_set() or (work.done() and not began.is_set()))
             raise
 
     # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------

@@ -30,6 +30,17 @@ class _Answers:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 kind, body = answers.queue.pop(0)
+                if kind == "gzip-429":  # a rate-limit answer with a compressed body
+                    import gzip
+
+                    packed = gzip.compress(body)
+                    self.send_response(429)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-encoding", "gzip")
+                    self.send_header("content-length", str(len(packed)))
+                    self.end_headers()
+                    self.wfile.write(packed)
+                    return
                 self.send_response(200)
                 self.send_header("content-type", kind)
                 if body:
@@ -134,3 +145,36 @@ def test_sse_lines_split_on_every_line_ending_across_chunks() -> None:
         out += lines.feed(chunk)
     out += lines.end()
     assert out == ["data: a", "data: b", "", "event: x", "data: c", ""]
+
+    def split(*chunks: bytes) -> list[str]:
+        splitter = _LineSplitter(Transport("test", HTTPOptions()))
+        return [line for chunk in chunks for line in splitter.feed(chunk)] + splitter.end()
+
+    assert split(b"a\r", b"", b"\nb\n") == ["a", "b"]  # an empty chunk between a CR and its LF
+    assert split(b"data: x\r\r") == ["data: x", ""]  # a CR at the very end still ends the event
+    assert split("é\n".encode()[:1], "é\n".encode()[1:]) == ["é"]  # a character split across chunks
+
+
+def test_a_long_line_costs_linear_time() -> None:
+    # Each chunk was joined to the whole line so far and split again: 4 MiB in 1 KiB chunks took 52 s.
+    from codeact.agent.models._http import HTTPOptions, Transport, _LineSplitter
+
+    splitter = _LineSplitter(Transport("test", HTTPOptions()))
+    chunk = b"x" * 1024
+    for _ in range(8 * 1024):  # 8 MiB, no newline
+        assert splitter.feed(chunk) == []
+    assert len(splitter._pieces) == 8 * 1024  # kept as pieces, joined once at the line's end
+    assert [len(line) for line in splitter.feed(b"\n")] == [8 * 1024 * 1024]
+
+
+def test_a_compressed_error_body_is_read_once(answers: _Answers) -> None:
+    # The error's body is read (decoded) for its message, then handed on: with its wire headers
+    # (content-encoding: gzip) it was decoded a second time and raised httpx.DecodingError.
+    from codeact.agent.models import HTTPOptions
+
+    for _ in range(2):
+        answers.queue.append(("gzip-429", json.dumps({"error": {"message": "slow down"}}).encode()))
+    options = HTTPOptions(max_retries=1, backoff_base=0.01, backoff_max=0.01)
+    with OpenAIClient("m", base_url=answers.url + "/v1", api_key="k", options=options) as client, \
+            pytest.raises(ModelError, match=r"429 after 2 attempts.*slow down"):
+        client.complete([Message.user("hi")])

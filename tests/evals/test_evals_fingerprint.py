@@ -167,6 +167,7 @@ def test_a_task_hash_is_the_same_in_another_process() -> None:
 
 OFFSET = 0
 TABLE = {"a": 1}
+LOADS: Any = None  # set by a test: a function reached as a module global
 
 
 def _add(a: int, b: int) -> int:
@@ -235,10 +236,11 @@ class Inventory:
 INV = Inventory()
 WORDS = {f"w{i}" for i in range(100_050)}  # more than the data budget: cut the same way each time
 ODD_KEYS = {int: 0, str: "", 1.5: 1, "1.5": None}
+ALIKE = {tuple([0] * 70 + [i]) for i in range(50)}  # alike in their first 64 parts
 
 
 def tools():
-    return [INV, len(WORDS), ODD_KEYS]
+    return [INV, len(WORDS), ODD_KEYS, ALIKE]
 
 
 TASKS = [Task(id="a", instruction="x", expected=1, tools=tools)]
@@ -262,3 +264,18 @@ def test_a_path_loaded_suite_hashes_the_same_in_every_process(tmp_path: Path) ->
         hashes.add(subprocess.run([sys.executable, "-c", code, str(suite)], capture_output=True, text=True,
                                   check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout)
     assert len(hashes) == 1, hashes
+
+
+def test_functions_of_the_same_name_from_other_modules_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    import marshal
+    import pickle
+
+    from codeact.evals.fingerprint import task_hash
+
+    def tools() -> list[Any]:
+        return [LOADS]
+
+    monkeypatch.setitem(globals(), "LOADS", marshal.loads)
+    first = task_hash(_task(tools=tools))
+    monkeypatch.setitem(globals(), "LOADS", pickle.loads)
+    assert task_hash(_task(tools=tools)) != first

@@ -186,8 +186,11 @@ class Transport:
         yield from lines.end()
 
     def _error_body(self, response: httpx.Response, body: bytes) -> httpx.Response:
-        """A failed answer with its body (at most ``_ERROR_BODY`` bytes of it) loaded, for its message."""
-        return httpx.Response(response.status_code, headers=response.headers, content=body, request=response.request)
+        """A failed answer with its body (at most ``_ERROR_BODY`` bytes of it) loaded, for its message.
+        ``body`` is decoded already: the headers that describe the wire form do not come along."""
+        headers = [(k, v) for k, v in response.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
 
     # -- sync ---------------------------------------------------------------------------------
 
@@ -314,26 +317,38 @@ _NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 class _LineSplitter:
     """Bytes in, the text lines they complete out (``\r\n``, ``\r`` or ``\n`` end one, as in SSE),
-    every byte counted against the transport's ``max_response_bytes``."""
+    every byte counted against the transport's ``max_response_bytes``. Only the new bytes are
+    searched, and a line's pieces are joined once, when it ends (a long line stays linear)."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
         self._seen = [0]
-        self._buffer = b""
+        self._pieces: list[bytes] = []  # the line so far
+        self._after_cr = False  # the last byte seen was a \r: a \n next belongs to it
 
     def feed(self, chunk: bytes) -> list[str]:
         self._transport._counted(len(chunk), self._seen)
-        self._buffer += chunk
-        held = b""
-        if self._buffer.endswith(b"\r"):  # maybe the first half of a \r\n: wait for the next byte
-            self._buffer, held = self._buffer[:-1], b"\r"
-        *lines, rest = _NEWLINE.split(self._buffer)
-        self._buffer = rest + held
-        return [line.decode("utf-8", "replace") for line in lines]
+        if not chunk:
+            return []
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._after_cr = False
+        if not chunk:
+            return []
+        parts = _NEWLINE.split(chunk)
+        lines = []
+        if len(parts) > 1:
+            lines.append(b"".join([*self._pieces, parts[0]]).decode("utf-8", "replace"))
+            lines += [part.decode("utf-8", "replace") for part in parts[1:-1]]
+            self._pieces = []
+            self._after_cr = chunk.endswith(b"\r")
+        if parts[-1]:
+            self._pieces.append(parts[-1])
+        return lines
 
     def end(self) -> list[str]:
-        rest, self._buffer = self._buffer, b""
-        return [line.decode("utf-8", "replace") for line in _NEWLINE.split(rest) if line] if rest else []
+        rest, self._pieces = b"".join(self._pieces), []
+        return [rest.decode("utf-8", "replace")] if rest else []
 
 
 def _events(lines: Iterator[str]) -> Iterator[SSEEvent]:
