@@ -100,4 +100,5 @@ def interrupts(on_first: Callable[[], None] | None = None, **kwargs: object) -> 
         yield state
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if handler is not None:  # None: a handler installed from C, which Python cannot put back
+                signal.signal(signum, handler)
