@@ -76,14 +76,12 @@ def _data(value: Any, budget: list[int]) -> Any:
     return None
 
 
-def _order(value: Any) -> tuple[str, str]:
-    """A sort key the same in every process (a set's iteration order is not): a short form, then
-    all of it for elements alike in their first 64 parts."""
-    return (json.dumps(_data(value, [64]), default=str, sort_keys=True),
-            json.dumps(_data(value, [_MAX_DATA]), default=str, sort_keys=True))
+def _order(value: Any) -> str:
+    """A sort key the same in every process (a set's iteration order is not)."""
+    return json.dumps(_data(value, [_MAX_DATA]), default=str, sort_keys=True)
 
 
-def _order_item(item: tuple[Any, Any]) -> tuple[str, str]:
+def _order_item(item: tuple[Any, Any]) -> str:
     return _order(item[0])
 
 

@@ -25,6 +25,7 @@ from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import _lifecycle
 from . import events as _events
+from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from .batch import BatchProgress, Isolation, map_code
@@ -510,11 +511,6 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 def _note_workspace(driver: KernelDriver) -> None:

@@ -399,22 +399,24 @@ class ToolHost:
                               retryable=True)
         if ledger.finish(record, error=error):
             reply(self._payload(ledger, record))
-        # Still running (hung): free the session's slot and, on the pool, lend it a thread meanwhile.
-        # A call still queued keeps its place; it will find its record ended and not run.
+        self._let_go(ledger, record, once, pooled)
+
+    def _let_go(self, ledger: CallLedger, record: ToolCallRecord, once: _Once, pooled: bool) -> None:
+        """A plain call given up while still running (hung): free the session's slot and, on the
+        pool, lend it a thread meanwhile. A call still queued keeps its place; it will find its
+        record ended and not run (and give its slot back then)."""
         if ledger.begun(record) and once.claim():
             ledger.store.gate.leave()
             if pooled:
                 self.loop.pool.grow(1)
 
     def release_abandoned(self, ledger: CallLedger) -> None:
-        """After a run's records were ended: give back what its plain calls still running hold (the
-        session's slot; on the pool, a lent thread), as their expiry would have. The run's timers
-        ended with it, so a call hung past the run's end would otherwise hold its slot for good."""
+        """After a run's records were ended: let go of its plain calls still running, as their
+        expiry would have. The run's timers ended with it, so a call hung past the run's end would
+        otherwise hold its slot for good."""
         for record, once, pooled in ledger.holds:
-            if once.unclaimed() and ledger.begun(record) and once.claim():
-                ledger.store.gate.leave()
-                if pooled:
-                    self.loop.pool.grow(1)
+            if once.unclaimed():  # the usual case (the call ended) costs no lock
+                self._let_go(ledger, record, once, pooled)
         ledger.holds.clear()
 
     # -- execute: through the loop --------------------------------------------------------------

@@ -4,7 +4,9 @@ next run executes."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -158,24 +160,31 @@ def opened_at(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return opened
 
 
+@contextlib.contextmanager
+def _ready_pool(size: int, *, delay_s: float) -> Iterator[SandboxPool]:
+    """A local pool of ``size`` with refills held back ``delay_s``, filled; closed afterwards."""
+    pool = SandboxPool(SandboxConfig(backend="local", policy="none"), size, "")
+    pool.REFILL_DELAY_S = delay_s
+    try:
+        assert pool.wait_ready(60), pool.last_error
+        yield pool
+    finally:
+        pool.close()
+
+
 def test_a_refill_starts_only_after_the_delay_and_still_fills(opened_at: list[float]) -> None:
     """The pool holds a refill back ``REFILL_DELAY_S`` after an acquire (the acquiring session's
     first run goes first), and then fills."""
     import time
 
     opened = opened_at
-    pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 1, "")
-    pool.REFILL_DELAY_S = 0.5
-    try:
-        assert pool.wait_ready(60), pool.last_error
+    with _ready_pool(1, delay_s=0.5) as pool:
         driver = pool.acquire()
         acquired = time.monotonic()
         assert driver is not None
         driver.sandbox.close()
         assert pool.wait_ready(60), pool.last_error
         assert len(opened) == 2 and opened[1] >= acquired + 0.5 - 0.01
-    finally:
-        pool.close()
 
 
 def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float]) -> None:
@@ -184,10 +193,7 @@ def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float]) -> N
     import time
 
     opened = opened_at
-    pool = SandboxPool(SandboxConfig(backend="local", policy="none"), 2, "")
-    pool.REFILL_DELAY_S = 1.0
-    try:
-        assert pool.wait_ready(60), pool.last_error
+    with _ready_pool(2, delay_s=1.0) as pool:
         first = pool.acquire()
         acquired = time.monotonic()
         time.sleep(0.6)
@@ -200,5 +206,3 @@ def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float]) -> N
         # Its own acquire's delay: 1.0 s after it; the latest acquire's would be 1.6 s.
         assert acquired + 1.0 - 0.01 <= opened[2] < acquired + 1.45, "the first refill waits for its own delay"
         assert opened[3] >= acquired + 0.6 + 1.0 - 0.01
-    finally:
-        pool.close()
