@@ -74,7 +74,7 @@ def load_trace(path: str | Path) -> list[dict[str, Any]]:
             continue
         try:
             event = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
             raise ValueError(f"{path}:{n}: not a trace line: {exc}") from None
         if not isinstance(event, dict) or "event" not in event:
             raise ValueError(f"{path}:{n}: not a trace event (a JSON object with an 'event' key)")

@@ -18,7 +18,7 @@ from typing import Any
 from ..agent.trace import load_trace
 from ._html import _e as _esc
 from ._html import _Ids, page, render_episode, table
-from ._timeline import CallSpan, EpisodeTimeline, Span, build_timeline
+from ._timeline import CallSpan, EpisodeTimeline, Span, _num, build_timeline
 
 __all__ = ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace", "write_view"]
 
@@ -110,7 +110,7 @@ def _from_result(fields: dict[str, Any]) -> EpisodeTimeline:
                          {"event": "episode_end", "t": fields.get("wall_s", 0), "episode": fields}])
     span = Span("exec", 0, 0.0, tl.total, label="tool calls (no trace: times unknown)")
     span.calls = [CallSpan(id=str(r.get("id", "")), name=str(r.get("name", "?")), start=0.0,
-                           duration=float(r.get("duration_ms") or 0) / 1000, ok=bool(r.get("ok")),
+                           duration=_num(r.get("duration_ms")) / 1000, ok=bool(r.get("ok")),
                            cached=bool(r.get("cached")), estimated=True, arguments=r.get("arguments"),
                            result=r.get("result"), error=r.get("error"))
                   for r in fields.get("records") or [] if isinstance(r, dict)]

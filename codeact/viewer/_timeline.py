@@ -11,6 +11,7 @@ from the start of their action), marked ``estimated``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,15 @@ class EpisodeTimeline:
 
 
 def _num(value: Any, default: float = 0.0) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    """A trace's number as a finite float; anything else (text, an int past float's range such as
+    ``10**400``, an infinity read from ``1e400``) is ``default``: a trace is data, never trusted."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return default
+    try:
+        number = float(value)
+    except OverflowError:
+        return default
+    return number if math.isfinite(number) else default
 
 
 def _int(value: Any) -> int:

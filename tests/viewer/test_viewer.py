@@ -206,3 +206,28 @@ def test_a_run_directory_shows_its_own_traces_after_a_move(tmp_path: Path) -> No
     elsewhere.parent.mkdir()
     elsewhere.write_text("outside")
     assert _trace_file(new, str(elsewhere)) == elsewhere
+
+
+def test_numbers_past_float_range_render_and_unparsable_nesting_is_one_line(tmp_path: Path) -> None:
+    """A trace is data: ``10**400`` (an int past float's range) where a time or duration belongs is
+    shown as no time, and the value itself is rendered; nesting past the JSON parser's depth is a
+    one-line error (exit 2), never a traceback."""
+    huge = str(10**400)
+    trace = tmp_path / "huge.jsonl"
+    trace.write_text("\n".join([
+        '{"event": "episode_start", "t": 0, "task": "t", "mode": "code"}',
+        '{"event": "model_request", "t": ' + huge + ', "call": 1}',
+        '{"event": "execution", "t": 1e400, "turn": 1, "result": {"ok": true, "value": ' + huge
+        + ', "calls": [{"id": "call_1", "name": "f", "ok": true, "duration_ms": ' + huge
+        + ', "result": ' + huge + '}]}}',
+        '{"event": "episode_end", "t": 2, "episode": {"status": "answered", "wall_s": ' + huge + "}}",
+    ]) + "\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["view", str(trace), "-o", str(tmp_path / "huge.html")])
+    assert result.exit_code == 0, result.output
+    assert huge in (tmp_path / "huge.html").read_text()
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"event": "episode_start", "t": 0}\n{"event": "x", "v": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    result = runner.invoke(app, ["view", str(deep)])
+    assert result.exit_code == 2, result.output
+    assert "deep.jsonl:2: not a trace line" in result.output and "Traceback" not in result.output
