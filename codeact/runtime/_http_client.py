@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -13,8 +15,6 @@ if TYPE_CHECKING:  # httpx (and the rich/click/pygments its CLI pulls in) loads 
 
 from .._text import parse_retry_after
 from ..errors import ToolError
-
-__all__ = ["HttpClient", "default_client", "parse_retry_after", "redact", "status_error"]
 
 __all__ = ["HttpClient", "default_client", "redact"]
 
@@ -78,10 +78,10 @@ class HttpClient:
             raise ToolError("upstream_error", redact(f"{where}: cannot connect: {exc}", secrets)) from None
         except httpx.HTTPError as exc:
             raise ToolError("upstream_error", redact(f"{where} failed: {type(exc).__name__}: {exc}", secrets)) from None
-        text = redact(body.decode(response.encoding or "utf-8", "replace"), secrets)
+        text = body.decode(response.encoding or "utf-8", "replace")  # redacted by what makes the answer
         if response.is_success:
-            return _decode(response, text)
-        raise status_error(response.status_code, response.headers, text, where)
+            return _decode(response, text, secrets)
+        raise status_error(response.status_code, response.headers, text, where, secrets=secrets)
 
     def _read(self, response: httpx.Response, where: str, deadline: float, timeout_s: float) -> bytes:
         """The body, bounded in size and in time: a server that sends it a byte at a time is given
@@ -115,48 +115,114 @@ def default_client() -> HttpClient:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every credential value replaced, so an echoing server cannot leak one."""
+    """``text`` with every credential value replaced, so an echoing server cannot leak one: as it
+    is, and spelt with JSON escapes (``\\/``, ``\\u0074``) or percent-encoding, in any mix."""
     for secret in secrets:
         if len(secret) >= 4:  # shorter values would redact ordinary text
-            text = text.replace(secret, "[redacted]")
+            text = text.replace(secret, _REDACTED)
+            if "\\" in text or "%" in text or "+" in text:  # only these can spell it another way
+                text = _spellings(secret).sub(_REDACTED, text)
     return text
+
+
+_REDACTED = "[redacted]"
+
+
+@functools.lru_cache(maxsize=64)
+def _spellings(secret: str) -> re.Pattern[str]:
+    """Every spelling of ``secret`` in which each character is itself, a JSON escape or its
+    percent-encoded UTF-8 bytes (hex digits of either case)."""
+    parts = []
+    for char in secret:
+        ways = [re.escape(char)]
+        if ord(char) < 0x10000:  # beyond it JSON writes a surrogate pair, no secret's spelling
+            ways.append(rf"\\u(?i:{ord(char):04x})")
+        if char in '"\\/':
+            ways.append(re.escape("\\" + char))
+        ways.append("".join(f"%(?i:{byte:02x})" for byte in char.encode()))
+        if char == " ":
+            ways.append(r"\+")
+        parts.append("(?:" + "|".join(ways) + ")")
+    return re.compile("".join(parts))
+
+
+def _redact_json(value: Any, secrets: Sequence[str]) -> Any:
+    """A decoded JSON value with the credentials gone from every string, key and number (walked
+    without recursion: the document may nest as deep as the decoder allows)."""
+    if not any(len(s) >= 4 for s in secrets):
+        return value
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                if isinstance(item, dict | list):
+                    stack.append(item)
+                else:
+                    node[i] = _redact_scalar(item, secrets)
+        else:
+            items = [(redact(key, secrets), item) for key, item in node.items()]
+            node.clear()
+            for key, item in items:
+                if isinstance(item, dict | list):
+                    stack.append(item)
+                node[key] = item if isinstance(item, dict | list) else _redact_scalar(item, secrets)
+    return root[0]
+
+
+def _redact_scalar(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, int | float) and not isinstance(value, bool):  # a numeric key echoed as a number
+        text = str(value)
+        return _REDACTED if redact(text, secrets) != text else value
+    return value
 
 
 def _too_large(where: str, limit: int) -> ToolError:
     return ToolError("tool_exception", f"{where}: the response is larger than {limit} bytes", retryable=False)
 
 
-def _decode(response: httpx.Response, text: str) -> Any:
+def _decode(response: httpx.Response, text: str, secrets: Sequence[str]) -> Any:
+    """The answer the code gets, redacted after decoding: JSON escapes spell a credential many ways."""
     if response.status_code == 204 or not text:
         return None
     if "json" in response.headers.get("content-type", ""):
         try:
-            return json.loads(text)
+            return _redact_json(json.loads(text), secrets)
         except ValueError:
-            return text
-    return text
+            pass
+    return redact(text, secrets)
 
 
-def status_error(status: int, headers: Mapping[str, str], text: str, where: str) -> ToolError:
-    """The ToolError for a non-2xx answer (``Retry-After`` kept as ``retry_after``)."""
-    detail = _detail(text)
+def status_error(status: int, headers: Mapping[str, str], text: str, where: str, *,
+                 secrets: Sequence[str] = ()) -> ToolError:
+    """The ToolError for a non-2xx answer (``Retry-After`` kept as ``retry_after``); the whole
+    message redacted, the body's decoded JSON and a redirect's ``Location`` included."""
+    detail = _detail(text, secrets)
     message = f"HTTP {status} from {where}" + (f": {detail}" if detail else "")
     if 300 <= status < 400:
         location = headers.get("location", "?")
-        return ToolError("tool_exception", f"{message} (redirect to {location} not followed)", retryable=False)
+        message = redact(f"{message} (redirect to {location} not followed)", secrets)
+        return ToolError("tool_exception", message, retryable=False)
     code = _STATUS_CODES.get(status, "upstream_error" if status >= 500 else "tool_exception")
     retry_after = parse_retry_after(headers.get("retry-after"))
     if retry_after is not None:  # the model sees it too, should it retry by itself later
         message += f" (Retry-After: {retry_after:g} s)"
-    return ToolError(code, message, retry_after=retry_after)
+    return ToolError(code, redact(message, secrets), retry_after=retry_after)
 
 
-def _detail(text: str) -> str:
-    """What the server said: an error body's message field when it has one, else its start."""
+def _detail(text: str, secrets: Sequence[str]) -> str:
+    """What the server said: an error body's message field when it has one, else its start (a
+    JSON body re-encoded from its redacted decoding, never its raw text)."""
     try:
-        data = json.loads(text)
+        data = _redact_json(json.loads(text), secrets)
     except ValueError:
         data = None
+    else:
+        if secrets:
+            text = json.dumps(data, ensure_ascii=False)
     if isinstance(data, dict):
         for key in ("detail", "message", "error", "title"):
             if isinstance(data.get(key), str | dict | list):

@@ -9,6 +9,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -258,3 +259,72 @@ def test_a_tool_error_keeps_retry_after() -> None:
     error = status_error(429, {"retry-after": "7"}, '{"message": "slow down"}', "GET http://127.0.0.1/x")
     assert isinstance(error, ToolError) and error.retry_after == 7.0
     assert error.message == "HTTP 429 from GET http://127.0.0.1/x: slow down (Retry-After: 7 s)"
+
+
+def item_tool(api: ApiServer, **options: Any) -> Any:
+    return http_tool("get_item", "GET", f"{api.url}/tenants/acme/items/{{item_id}}", auth=HttpAuth.bearer(TOKEN_ENV),
+                     **options)
+
+
+def tenant_paths(api: ApiServer) -> set[str]:
+    with api.lock:
+        return {path for path in api.hits if path.startswith("/tenants")}
+
+
+@pytest.mark.parametrize("value", ["..", ".", ""])
+def test_a_dot_or_empty_path_argument_is_refused_and_never_sent(api: ApiServer, value: str) -> None:
+    # httpx removes dot segments: get_item(item_id="..") reached /tenants/acme/ with the bearer token.
+    before = tenant_paths(api)
+    record = call([item_tool(api)], "get_item", {"item_id": value})
+    assert error_code(record) == ("invalid_arguments", False)
+    assert "path parameter 'item_id'" in record.error.message and "URL template" in record.error.message
+    assert tenant_paths(api) == before  # nothing was sent at all
+
+
+def test_path_arguments_stay_one_encoded_segment(api: ApiServer) -> None:
+    tools = [item_tool(api), http_tool("maybe_item", "GET", f"{api.url}/tenants/acme/items/{{item_id}}",
+                                       [HttpParam("item_id", "path", {"type": ["string", "null"]})])]
+    with Runtime(tools, LOCAL) as rt:
+        ledger = CallLedger()
+        answers = {value: rt.host.call(ledger, "get_item", {"item_id": value})
+                   for value in ["a/../..", "%2e%2e", "..%2f", "x y"]}
+        null = rt.host.call(ledger, "maybe_item", {"item_id": None})
+    assert {value: r.result["item"] for value, r in answers.items()} == {
+        "a/../..": "a%2F..%2F..", "%2e%2e": "%252e%252e", "..%2f": "..%252f", "x y": "x%20y"}
+    assert error_code(null) == ("invalid_arguments", False) and "cannot be null" in null.error.message
+    assert all(path.startswith("/tenants/acme/items/") for path in tenant_paths(api))
+
+
+SLASHED = "tok/en+" + secrets.token_hex(8)  # a credential JSON and URLs can spell in other ways
+
+
+def test_a_redirect_echoing_a_query_credential_is_redacted(api: ApiServer) -> None:
+    # A trailing-slash redirect that keeps the query: its Location went into the message as it was.
+    tool = http_tool("moved", "GET", f"{api.url}/redirect-echo", auth=HttpAuth.query("appid", lambda: SLASHED))
+    record = call([tool], "moved", {})
+    assert error_code(record) == ("tool_exception", False)
+    message = record.error.message
+    assert "not followed" in message and "appid=[redacted]" in message, message
+    for spelling in (SLASHED, quote(SLASHED, safe=""), quote(SLASHED, safe="").lower(), quote_plus(SLASHED)):
+        assert spelling not in message
+
+
+def test_a_json_escaped_echo_of_a_credential_is_redacted(api: ApiServer) -> None:
+    # redact() ran on the raw text only: '"Bearer \\u0074ok\\/en..."' decoded to the credential.
+    ok = http_tool("echo", "GET", f"{api.url}/echo-escaped", auth=HttpAuth.bearer(lambda: SLASHED))
+    failing = http_tool("echo_400", "GET", f"{api.url}/echo-escaped/400", auth=HttpAuth.bearer(lambda: SLASHED))
+    with Runtime([ok, failing], LOCAL) as rt:
+        result = rt.run("try:\n    echo_400()\nexcept ToolError as e:\n    print(e.message)\necho()")
+        view = json.dumps(result.model_dump(mode="json"))
+    assert result.ok, result.error
+    assert result.stdout == f'HTTP 400 from GET {api.url}/echo-escaped/400: {{"you_sent": "Bearer [redacted]"}}\n'
+    assert result.value == {"you_sent": "Bearer [redacted]"}
+    assert SLASHED not in view and SLASHED.replace("/", "\\/") not in view and "\\u0074" not in view
+
+
+def test_redact_knows_the_other_spellings_of_a_credential() -> None:
+    from codeact.runtime._http_client import redact
+
+    spelt = ["\\u0074ok\\/en+", "%74ok%2Fen%2B", "tok%2fen%2b", "\\u0074ok/en%2b", "tok/en+"]
+    assert [redact(f"<{s}>", ["tok/en+"]) for s in spelt] == ["<[redacted]>"] * len(spelt)
+    assert redact("a tok/en- b", ["tok/en+"]) == "a tok/en- b"

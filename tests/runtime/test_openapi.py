@@ -221,3 +221,32 @@ def test_a_malformed_document_is_a_definition_error(case: str) -> None:
     document, said = MALFORMED[case]
     with pytest.raises(ToolDefinitionError, match=said):
         openapi_tools(document)
+
+
+ITEMS_DOC = {
+    "openapi": "3.1.0", "info": {"title": "tenants", "version": "1"},
+    "paths": {"/tenants/acme/items/{item_id}": {"get": {
+        "operationId": "get_item",
+        "parameters": [{"name": "item_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "the item"}}}}},
+}
+
+
+def test_a_dot_segment_path_argument_never_leaves_the_operation(api: ApiServer) -> None:
+    # get_item(item_id="..") reached /tenants/acme/ with the bearer token (httpx removes dot segments).
+    tools = Toolset.from_openapi(ITEMS_DOC, base_url=api.url, auth=HttpAuth.bearer(TOKEN_ENV))
+    with Runtime(tools, SandboxConfig(backend="local", policy="none", timeout_s=20)) as rt:
+        result = rt.run(textwrap.dedent("""
+            seen = []
+            for value in ["..", ".", ""]:
+                try:
+                    seen.append(get_item(item_id=value))
+                except ToolError as e:
+                    seen.append(e.code)
+            seen + [get_item(item_id="../..")["item"]]
+        """))
+    assert result.ok, result.error
+    assert result.value == ["invalid_arguments"] * 3 + ["..%2F.."]
+    with api.lock:
+        reached = [path for path in api.hits if path.startswith("/tenants")]
+    assert reached == ["/tenants/acme/items/..%2F.."]

@@ -159,6 +159,23 @@ class _Handler(BaseHTTPRequestHandler):
     def redirect(self, path: str) -> None:
         self.send_json(302, None, {"Location": "http://127.0.0.1:9/elsewhere"})
 
+    def redirect_echo(self, path: str) -> None:
+        """A trailing-slash redirect that keeps the query (and so echoes a query credential)."""
+        query = urlsplit(self.path).query
+        self.send_json(301, None, {"Location": f"http://127.0.0.1:9{path}/?{query}"})
+
+    def echo_escaped(self, path: str) -> None:
+        """Echo the Authorization header as JSON spelt with escapes: ``\\/`` for each slash and
+        ``\\u0074`` for each ``t``; answer with the status the path ends with (``/echo-escaped/400``)."""
+        sent = json.dumps(self.headers.get("Authorization") or "")[1:-1]
+        data = ('{"you_sent": "' + sent.replace("/", "\\/").replace("t", "\\u0074") + '"}').encode()
+        last = path.rsplit("/", 1)[-1]
+        self.send_response(int(last) if last.isdigit() else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def trace(self, path: str) -> None:
         self.send_json(200, {"trace": self.headers.get("X-Trace-Id")})
 
@@ -183,6 +200,13 @@ class _Handler(BaseHTTPRequestHandler):
             data.update(temperature=round((data["temperature"] - 32) * 5 / 9, 1), unit="C")
         return self.send_json(200, data)
 
+    def tenants(self, method: str, path: str) -> None:
+        """Only ``/tenants/acme/items/<id>`` is an endpoint a tool exposes; the rest must stay unreached."""
+        parts = path.split("/")
+        if len(parts) == 5 and parts[1:4] == ["tenants", "acme", "items"]:
+            return self.send_json(200, {"tenant": "acme", "item": parts[4]})
+        return self.send_json(200, {"tenant": "acme", "secret_admin_view": True})
+
     def items(self, method: str, path: str) -> None:
         if method == "GET":
             with self.api.lock:
@@ -203,9 +227,11 @@ OPEN: dict[str, Callable[[_Handler, str], None]] = {
     "openapi.json": _Handler.openapi, "flaky": _Handler.flaky, "slow": _Handler.slow, "status": _Handler.status,
     "dribble": _Handler.dribble,
     "redirect": _Handler.redirect, "trace": _Handler.trace, "text": _Handler.text,
+    "redirect-echo": _Handler.redirect_echo, "echo-escaped": _Handler.echo_escaped,
 }
 GUARDED: dict[str, Callable[[_Handler, str, str], None]] = {
     "echo-auth": _Handler.echo_auth, "weather": _Handler.weather, "items": _Handler.items,
+    "tenants": _Handler.tenants,
 }
 
 

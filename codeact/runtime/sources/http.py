@@ -6,7 +6,9 @@
 
 Credentials are read on the host at each call (a str names an environment variable; a callable
 returns the value) and added to the request after the arguments, so they are in no schema,
-argument, stub or result the sandbox sees; a response that echoes one has it redacted.
+argument, stub or result the sandbox sees; a response that echoes one has it redacted (in its
+headers, its raw text and its decoded JSON alike). A path argument fills exactly one path segment:
+``/`` is percent-encoded, and null, empty, ``.`` and ``..`` are refused as ``invalid_arguments``.
 
 Answers: a 2xx JSON body is the result (other bodies: their text; empty: None). HTTP status →
 error code: 400/422 invalid_arguments, 401/403 permission_denied, 404/410 not_found (not
@@ -45,6 +47,8 @@ Location = Literal["path", "query", "header", "body", "json"]
 _METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS"})
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+#: Path arguments that would not stay one segment of the template (see ``_path_segment``).
+_DOT_SEGMENTS = frozenset({"", ".", ".."})
 
 
 @dataclass(frozen=True)
@@ -224,10 +228,10 @@ class _HttpCall:
         whole: list[Any] = []
         for name, value in arguments.items():
             param = self.params[name]
-            if value is None and param.location in ("path", "query", "header"):
+            if value is None and param.location in ("query", "header"):
                 continue  # no way to say null there: leave it out (a body field gets JSON null)
             if param.location == "path":
-                url = url.replace("{" + param.key + "}", quote(_text(value), safe=""))
+                url = url.replace("{" + param.key + "}", _path_segment(param.key, value))
             elif param.location == "query":
                 query[param.key] = [_text(v) for v in value] if isinstance(value, list) else _text(value)
             elif param.location == "header":
@@ -257,6 +261,21 @@ def _text(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return str(value)
+
+
+def _path_segment(name: str, value: Any) -> str:
+    """A path argument as exactly one segment of the template's path: every reserved character
+    (``/`` and ``%`` included) percent-encoded, and null, empty, ``.`` and ``..`` refused. httpx
+    removes dot segments before sending (``/tenants/acme/items/..`` reached ``/tenants/acme/``) and an
+    empty segment changes which route matches. Refused rather than sent as ``%2E``: RFC 3986 makes
+    ``%2E`` equivalent to ``.``, and many servers and proxies decode it before resolving the path."""
+    if value is None:
+        raise ToolError("invalid_arguments", f"path parameter {name!r} cannot be null")
+    text = _text(value)
+    if text in _DOT_SEGMENTS:
+        raise ToolError("invalid_arguments",
+                        f"path parameter {name!r} cannot be {text!r}: it would leave the endpoint's URL template")
+    return quote(text, safe="")
 
 
 def _header_value(name: str, value: Any) -> str:
