@@ -81,9 +81,10 @@ def _ro_binds() -> list[str]:
 
 def bwrap_command(
     kernel_argv: list[str], *, kernel_dir: Path, workspace: Path, session_dir: Path, extra_path: str | None,
-    inputs: Sequence[Path] = (),
+    inputs: Sequence[Path] = (), seccomp_fd: int | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs ``kernel_argv`` (whose paths are already the in-sandbox ones)."""
+    """The bwrap command line that runs ``kernel_argv`` (whose paths are already the in-sandbox ones);
+    ``seccomp_fd``: an inherited fd holding the compiled seccomp filter bwrap installs last."""
     path = bwrap_path()
     if path is None:
         raise FileNotFoundError("bwrap is not installed")
@@ -106,4 +107,6 @@ def bwrap_command(
             args += ["--ro-bind", str(target), str(target)]
     if extra_path is not None:  # RestrictedPython's package directory, alone
         args += ["--ro-bind", extra_path, f"{EXTRA_DIR}/{Path(extra_path).name}"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     return [*args, "--remount-ro", "/", "--", *kernel_argv]

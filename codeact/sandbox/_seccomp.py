@@ -15,7 +15,7 @@ import json
 from importlib import resources
 from typing import Any
 
-__all__ = ["ALREADY_DENIED", "REMOVED", "profile", "profile_json"]
+__all__ = ["ALREADY_DENIED", "DENIED", "REMOVED", "profile", "profile_json"]
 
 #: Allowed by Docker's default profile (without capabilities), removed here, and why.
 REMOVED: dict[str, str] = {
@@ -42,7 +42,34 @@ ALREADY_DENIED: dict[str, str] = {
     "setns": "joining namespaces",
     "kexec_load": "loading a new kernel",
     "open_by_handle_at": "the 'shocker' container escape (CAP_DAC_READ_SEARCH-only in the default)",
+    "name_to_handle_at": "the other half of open_by_handle_at",
+    "kexec_file_load": "loading a new kernel",
+    "init_module": "loading kernel code",
+    "finit_module": "loading kernel code",
+    "delete_module": "unloading kernel code",
+    "pivot_root": "the mount family",
+    "open_tree": "the new mount API (CAP_SYS_ADMIN-only in the default)",
+    "move_mount": "the new mount API",
+    "fsopen": "the new mount API",
+    "fsconfig": "the new mount API",
+    "fsmount": "the new mount API",
+    "fspick": "the new mount API",
+    "mount_setattr": "the new mount API",
+    "pidfd_getfd": "take another process's file descriptors (CAP_SYS_PTRACE-only in the default)",
+    "kcmp": "compare another process's kernel objects (CAP_SYS_PTRACE-only in the default)",
+    "process_madvise": "advise on another process's memory (CAP_SYS_PTRACE-only in the default)",
+    "syslog": "the kernel log (CAP_SYSLOG-only in the default)",
+    "acct": "process accounting (CAP_SYS_PACCT-only in the default)",
+    "quotactl": "disk quotas (CAP_SYS_ADMIN-only in the default)",
+    "swapon": "swap (CAP_SYS_ADMIN-only in the default)",
+    "swapoff": "swap",
+    "reboot": "reboot (CAP_SYS_BOOT-only in the default)",
 }
+
+#: The deny list of the local backend's seccomp filter (``_bpf``): what Docker's profile denies and
+#: names here, one list for both backends. Docker's profile is an allowlist and denies far more;
+#: the local filter is a deny list, so only these are refused there.
+DENIED: dict[str, str] = {**REMOVED, **ALREADY_DENIED}
 
 
 def profile_json(runtime: str = "runc") -> str:

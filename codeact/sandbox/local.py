@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
-from . import _bwrap
+from . import _bwrap, _confine
 from ._channel import ChannelListener
 from .base import ExitStatus, SandboxConfig
 from .inside.protocol import FrameSocket
@@ -95,7 +95,20 @@ class LocalSandbox:
         if os.geteuid() != 0:  # root ignores RLIMIT_NPROC, and it counts the whole user
             resource.setrlimit(resource.RLIMIT_NPROC, (cfg.pids_limit,) * 2)
 
-    def _command(self, socket_path: Path, policy: str) -> list[str]:
+    def _preexec(self) -> Callable[[], None]:
+        """What the child runs between fork and exec: the rlimits, a session keyring of its own and,
+        without bwrap (which installs it from ``--seccomp``), the seccomp filter."""
+        install = None if self.isolation == "bwrap" else _confine.FilterInstaller()
+
+        def preexec() -> None:
+            self._limits()
+            _confine.join_session_keyring()
+            if install is not None:
+                install()
+
+        return preexec
+
+    def _command(self, socket_path: Path, policy: str, seccomp_fd: int) -> list[str]:
         kernel_dir = materialize()
         if self.isolation != "bwrap":
             cmd = [sys.executable, "-E", "-s", "-B", str(kernel_dir / "kernel.py"),
@@ -116,28 +129,37 @@ class LocalSandbox:
         return _bwrap.bwrap_command(
             cmd, kernel_dir=kernel_dir, workspace=self.workspace.resolve(),
             session_dir=self.session_dir.resolve(), extra_path=extra, inputs=self.input_files,
+            seccomp_fd=seccomp_fd,
         )
 
     def start(self) -> None:
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(parents=True, exist_ok=True)
         listener = ChannelListener(self.session_dir)
+        seccomp_fd = -1
         try:
-            cmd = self._command(Path(listener.path).resolve(), self.config.effective_policy())
+            preexec = self._preexec()
+            if self.isolation == "bwrap":
+                seccomp_fd = _confine.filter_fd()  # the child inherits it (pass_fds), bwrap reads it
+            cmd = self._command(Path(listener.path).resolve(), self.config.effective_policy(), seccomp_fd)
+            log = open(self.session_dir / "kernel.log", "wb")
+            try:
+                self._proc = _spawn(lambda: subprocess.Popen(
+                    cmd, cwd=self.workspace, env={}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, preexec_fn=preexec, close_fds=True,
+                    pass_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
+                ))
+            finally:
+                log.close()
         except SandboxUnavailable:
             listener.close()
             raise
-        log = open(self.session_dir / "kernel.log", "wb")
-        try:
-            self._proc = _spawn(lambda: subprocess.Popen(
-                cmd, cwd=self.workspace, env={}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, preexec_fn=self._limits, close_fds=True,
-            ))
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             listener.close()
             raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
         finally:
-            log.close()
+            if seccomp_fd >= 0:
+                os.close(seccomp_fd)
         # Alike by design (DockerSandbox.start): accept the kernel's connection, undo this backend's
         # start on failure, close the listener either way; what "undo" means differs per backend.
         try:

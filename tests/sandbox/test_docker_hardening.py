@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from codeact import ExecutionResult, Runtime, SandboxConfig, Session
+from tests.sandbox.syscall_probe import CODE
 
 pytestmark = pytest.mark.docker
 
@@ -242,43 +243,26 @@ def test_log_driver_off_and_owner_labels(session: Session) -> None:
     assert json.dumps(info["Config"]["Env"] or []).find("HOST_SECRET") == -1
 
 
-_SYSCALL = """
-    import ctypes, errno, os
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    def sys_(nr, *args):
-        ctypes.set_errno(0)
-        r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
-        return ctypes.get_errno() if r == -1 else 0
-"""
-# x86_64 numbers, with harmless arguments: a call that got past seccomp fails differently or succeeds.
-_NR = {"ptrace": (101, 16, 1, 0, 0), "process_vm_readv": (310, 1, 0, 0, 0, 0, 0),
-       "process_vm_writev": (311, 1, 0, 0, 0, 0, 0), "personality": (135, 0xFFFFFFFF),
-       "io_uring_setup": (425, 1, 0), "io_uring_enter": (426, 0, 0, 0, 0, 0, 0),
-       "io_uring_register": (427, 0, 0, 0, 0), "keyctl": (250, 0, 0), "add_key": (248, 0, 0, 0, 0, 0),
-       "request_key": (249, 0, 0, 0, 0), "userfaultfd": (323, 0), "perf_event_open": (298, 0, 0, -1, -1, 0),
-       "bpf": (321, 0, 0, 0), "mount": (165, 0, 0, 0, 0, 0), "umount2": (166, 0, 0),
-       "unshare": (272, 0x20000), "setns": (308, 0, 0), "kexec_load": (246, 0, 0, 0, 0),
-       "open_by_handle_at": (304, 0, 0, 0)}
-
-
 def test_seccomp_denies_each_listed_syscall(session: Session) -> None:
     import platform
 
-    from codeact.sandbox._seccomp import ALREADY_DENIED, REMOVED, profile
+    from codeact.sandbox._bpf import SYSCALLS
+    from codeact.sandbox._seccomp import ALREADY_DENIED, DENIED, REMOVED, profile
+    from tests.sandbox.syscall_probe import ARGS, probe_code
 
-    if platform.machine() != "x86_64":
-        pytest.skip("syscall numbers below are x86_64")
+
+    if platform.machine() not in SYSCALLS:
+        pytest.skip(f"no syscall numbers for {platform.machine()}")
     allowed = {n for rule in profile()["syscalls"] if rule["action"] == "SCMP_ACT_ALLOW" for n in rule["names"]}
     assert not allowed & set(REMOVED) and not allowed & set(ALREADY_DENIED)
-    assert set(_NR) == set(REMOVED) | set(ALREADY_DENIED)
-    got = inside(session, textwrap.dedent(_SYSCALL) + f"{{name: sys_(*args) for name, args in {_NR!r}.items()}}")
-    assert got == dict.fromkeys(_NR, 1), got  # EPERM, from the filter, for every one
+    assert set(ARGS) == set(DENIED) == set(REMOVED) | set(ALREADY_DENIED)
+    got = inside(session, probe_code())
+    assert got == dict.fromkeys(ARGS, 1), got  # EPERM, from the filter, for every one
 
 
 def test_ptrace_of_pid_one_and_of_any_non_descendant_fails(session: Session) -> None:
-    got = inside(session, textwrap.dedent(_SYSCALL) + textwrap.dedent("""
-        import subprocess, sys
+    got = inside(session, CODE + textwrap.dedent("""
+        import os, subprocess, sys
         child = subprocess.Popen(["sleep", "30"])
         try:
             # PTRACE_ATTACH = 16, PTRACE_SEIZE = 0x4206, PTRACE_TRACEME = 0
