@@ -6,6 +6,8 @@ cgroup namespaces. Its filesystem is an empty root with, read-only, the system d
 prefix (and its venv's), the kernel files and RestrictedPython; the session's scratch directory is the only
 writable place, and the channel's directory the only other path from the host. There is no
 network but a loopback interface, no host process is visible, and the kernel dies with its parent.
+bwrap installs the seccomp filter of ``_confine`` last (``--seccomp FD``), after its own
+``unshare`` and ``mount`` calls, which the filter denies.
 """
 
 from __future__ import annotations

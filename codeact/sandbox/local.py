@@ -4,7 +4,9 @@ With ``isolation="bwrap"`` (the default where bwrap works) the kernel runs in fr
 no network, no host processes, the system read-only and the scratch directory the only writable
 place (see ``_bwrap``). With ``isolation="none"`` it is a plain subprocess of the same user on the
 same filesystem: rlimits, an empty environment, a scratch working directory and the
-RestrictedPython policy only make accidents and casual escapes harder.
+RestrictedPython policy only make accidents and casual escapes harder. Either way the kernel gets a
+session keyring of its own and the seccomp deny list of the Docker profile (``_confine``): with
+``none`` that is hardening, not a boundary.
 """
 
 from __future__ import annotations
