@@ -63,7 +63,7 @@ def take_snapshot(session: Session, allow_inexact: bool, max_workspace_bytes: in
                 raise SnapshotError(
                     f"cell {cell.index} ({_first_line(cell.code)!r}) cannot be replayed exactly: {cell.reason}; "
                     "pass allow_inexact=True to snapshot without it")
-            skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
+            _skip(skipped, cell)
             continue
         cells.append(cell.model_copy(deep=True))
     if session._resume is not None and session._resume.files is not None:
@@ -78,6 +78,13 @@ def take_snapshot(session: Session, allow_inexact: bool, max_workspace_bytes: in
                     image=image_of(session.config), toolset_fingerprint=toolset_fingerprint(session.runtime.host.specs))
 
 
+def _skip(skipped: list[SkippedCell], cell: CellRecord) -> None:
+    """List an inexact cell as left out, unless it is already (one over the record budget is listed
+    when it is kept, see ``_retained``)."""
+    if not any(s.index == cell.index for s in skipped):
+        skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
+
+
 def rebuild(session: Session) -> None:
     """Start a fresh kernel and replay the session's cells into it (caller holds the lock and has
     set ``session._resume``). Cells that cannot be replayed exactly are left out and listed in
@@ -89,7 +96,7 @@ def rebuild(session: Session) -> None:
     for cell in session.cells:
         if cell.in_state and cell.status == "inexact":
             cell.in_state = False
-            session.skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
+            _skip(session.skipped, cell)
         if cell.in_state:
             cells.append(cell)
     try:
@@ -120,9 +127,9 @@ def rebuild(session: Session) -> None:
 
 def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
     """Put the answers of cacheable tools back in the session's cache, as the original run left it."""
-    from .ledger import CallStore, cache_key
+    from .ledger import cache_key
 
-    store = CallStore.of(session.cache)
+    store = session.calls  # the session's own store: ``session.cache`` holds cached answers only
     for cell in cells:
         for record in cell.calls:
             tool = session.runtime.toolset.get(record.name)

@@ -23,7 +23,7 @@ from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
-from . import _lifecycle
+from . import _lifecycle, _retained
 from . import events as _events
 from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
@@ -33,7 +33,7 @@ from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
 from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
-from .toolhost import CallDeadline, PermissionHook, ToolHost
+from .toolhost import READ_RESULT, CallDeadline, PermissionHook, ToolHost
 from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
@@ -50,7 +50,7 @@ class Runtime:
                  max_result_chars: int = 1_000_000, max_calls_per_run: int = 10_000,
                  max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32, tool_timeout_s: float = 30.0,
                  max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
-                 max_session_record_bytes: int = 256 * 1024 * 1024,
+                 max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None) -> None:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
@@ -65,8 +65,12 @@ class Runtime:
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
-        #: The argument bytes of the call records a session keeps in ``history``, at most.
+        #: The bytes of call records (arguments and results, see ``_retained``) a session keeps, at
+        #: most: in ``history`` (oldest dropped first), and in ``cells`` for replay (past it, a new
+        #: cell is kept inexact, without its records, and listed in ``skipped``).
         self.max_session_record_bytes = max_session_record_bytes
+        #: The bytes of call records one run may keep in ``cells``; past it, as above.
+        self.max_run_record_bytes = max_run_record_bytes
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._pool: SandboxPool | None = None
         self.closed = False
@@ -190,19 +194,22 @@ class Session:
         self.calls: CallStore = runtime.host.new_store()
         self.cache: dict[str, Any] = self.calls.cache
         #: Recent results, oldest dropped first: at most ``_MAX_HISTORY`` of them and at most the
-        #: runtime's ``max_session_record_bytes`` of call arguments in all.
+        #: runtime's ``max_session_record_bytes`` of call records in all.
         self._history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
         self._history_bytes: collections.deque[int] = collections.deque(maxlen=_MAX_HISTORY)
         #: The runs that built the namespace, with full call records: what snapshots replay
         #: (kept for the session's life, like the ledger's large results).
         self._cells: list[CellRecord] = []
+        #: What ``_cells`` holds of call records, within the runtime's budgets (see ``_retained``).
+        self._kept = _retained.RecordBudget(runtime.max_run_record_bytes, runtime.max_session_record_bytes)
         #: Cells before this index were taken out of the state by a reset (not marked again: a
         #: batch resets once per item, and marking every earlier cell made it quadratic).
         self._reset_upto = 0
         #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`).
         self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None] | None = None
         self._settle_lock = threading.Lock()
-        #: Cells left out of this session's state because they could not be replayed exactly.
+        #: Cells left out of this session's state because they could not be replayed exactly, and
+        #: cells whose records were over the record budget (a rebuild will leave them out).
         self.skipped: list[SkippedCell] = []
         self.last_used = time.monotonic()
         self._driver: KernelDriver | None = None
@@ -216,7 +223,8 @@ class Session:
     @property
     def history(self) -> collections.deque[ExecutionResult]:
         """Recent results, oldest dropped first: at most ``_MAX_HISTORY`` of them and at most the
-        runtime's ``max_session_record_bytes`` of call arguments in all."""
+        runtime's ``max_session_record_bytes`` of call records in all (``read_result`` pages as
+        their place in the large result, see ``_retained``)."""
         self._settle()
         return self._history
 
@@ -230,6 +238,7 @@ class Session:
     def cells(self, cells: list[CellRecord]) -> None:
         self._settle()
         self._cells = cells
+        self._kept.reset(cells)
         self._reset_upto = 0
 
     def _settle(self) -> None:
@@ -240,10 +249,13 @@ class Session:
                 return
             code, result, ledger, timeout_s = self._unsettled
             index = self._cells[-1].index + 1 if self._cells else 1
-            cell = CellRecord.of(index, code, result, ledger.final_records(), timeout_s)
+            kept = _retained.KeptRun(ledger.final_records(), ledger.argument_bytes,
+                                     builtin_pages=READ_RESULT not in self.runtime.toolset)
+            cell = CellRecord.of(index, code, result, kept.records, timeout_s)
             self._unsettled = None
-            self._remember(result, ledger.argument_bytes)
-            self._cells.append(cell)
+            self._remember(kept.for_history(result), kept.bytes)
+            over = self._kept.take(kept.bytes)
+            self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
     @property
     def workspace(self) -> Path:
@@ -386,6 +398,7 @@ class Session:
                 cell.in_state = False
             if forget:
                 cells.clear()
+                self._kept.reset(cells)
             self._reset_upto = len(cells)
             if self._resume is not None:  # suspended: a new sandbox with the files, no cell to replay
                 try:

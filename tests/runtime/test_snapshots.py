@@ -21,6 +21,7 @@ from codeact import (
     Toolset,
     tool,
 )
+from codeact.runtime.ledger import cache_key
 from codeact.runtime.snapshot import host_key
 from tests.conftest import Counter, make_tools
 
@@ -409,6 +410,9 @@ def test_cacheable_answers_survive_a_restore(backend: str) -> None:
             s.run("a = lookup('x')")
             snap = s.snapshot()
         with runtime.restore(snap) as restored:
+            # Only the cached answers, in the session's own store (a second store was planted here).
+            assert restored.cache == {cache_key("lookup", {"key": "x"}): "X"}
+            assert restored.cache is restored.calls.cache
             again = restored.run("lookup('x')")
             assert again.value == "X" and again.calls[0].cached and hits == ["x"]
 
