@@ -24,13 +24,16 @@ Termination = Literal["completed", "error", "timeout", "memory", "output_limit",
 
 
 class ToolCallError(BaseModel):
-    """Why a tool call failed. ``retryable``: the same call, unchanged, may succeed later."""
+    """Why a tool call failed. ``retryable``: the same call, unchanged, may succeed later;
+    ``retry_after`` and ``data``: what the tool's ``ToolError`` said besides (left out when unset)."""
 
     model_config = ConfigDict(frozen=True)
 
     code: str
     message: str
     retryable: bool = False
+    retry_after: float | None = Field(None, exclude_if=lambda v: v is None)
+    data: Any = Field(None, exclude_if=lambda v: v is None)
 
 
 class ToolCallRecord(BaseModel):

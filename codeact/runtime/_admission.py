@@ -51,6 +51,8 @@ class SessionGate:
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: collections.deque[Callable[[], None]] = collections.deque()
+        #: Threads lent to the pool for this session's calls still running past their timeout.
+        self.lent = 0
 
     def enter(self, start: Callable[[], None]) -> None:
         """Call ``start()`` now if the session has room, else when an earlier call leaves.
@@ -82,6 +84,41 @@ class SessionGate:
     @property
     def running(self) -> int:
         return self._running
+
+    def lend(self, cap: int) -> bool:
+        """Count one thread lent to the pool for a call of this session past its timeout; False
+        (nothing counted) when ``cap`` are lent already: the session's calls may pin that many
+        host threads beyond its share, no more."""
+        with self._lock:
+            if self.lent >= cap:
+                return False
+            self.lent += 1
+            return True
+
+    def unlend(self) -> None:
+        with self._lock:
+            self.lent -= 1
+
+    def lend_for(self, call: Any, cap: int) -> bool | None:
+        """A plain call given up while its thread may still run it: ``call.claim()`` its slot and
+        decide whether a thread is lent for it (``call.lent``), both under this gate's lock, so the
+        call's own thread, finding its claim gone, reads the decision with :meth:`returned`.
+        None when the call had claimed its slot first (it returned)."""
+        with self._lock:
+            if not call.claim():
+                return None
+            call.lent = self.lent < cap
+            if call.lent:
+                self.lent += 1
+            return bool(call.lent)
+
+    def returned(self, call: Any) -> bool:
+        """The thread of a call :meth:`lend_for` let go has returned: True when a thread was lent
+        for it (no longer counted), False when the call kept its slot (the caller gives it back)."""
+        with self._lock:
+            if call.lent:
+                self.lent -= 1
+            return bool(call.lent)
 
 
 #: Keywords a flat schema may use and still be checked by :func:`fast_check_for`'s checker.

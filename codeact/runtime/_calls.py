@@ -12,7 +12,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from ..errors import ToolError
-from ..results import ToolCallError, ToolCallRecord
+from ..results import ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox.inside.protocol import MAX_DEPTH, RefusedArguments, too_deep
 from ._admission import SessionGate
 from .toolset import Tool
@@ -58,10 +58,12 @@ class _Refusal:
 class _Once:
     """Whichever of a plain call's end and its expiry claims it first releases its slot."""
 
-    __slots__ = ("_token",)
+    __slots__ = ("_token", "lent")
 
     def __init__(self) -> None:
         self._token = [True]
+        #: Whether a thread was lent to the pool for it once given up (see ``SessionGate.lend_for``).
+        self.lent = False
 
     def claim(self) -> bool:
         # list.pop is atomic (one C call under the GIL; a per-list lock in free-threaded builds):
@@ -84,7 +86,8 @@ def _error(exc: ToolError) -> ToolCallError:
     a code that is not text) still gets its call recorded, as a ``tool_exception`` when the code
     is unusable: a tool's mistake must not fail the recording (and kill its run)."""
     try:
-        return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable)
+        extra = _extras(exc) if exc.retry_after is not None or exc.data is not None else {}
+        return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable, **extra)
     except BaseException:
         pass
     try:
@@ -95,6 +98,26 @@ def _error(exc: ToolError) -> ToolCallError:
                              retryable=retryable is True)
     except BaseException:  # attributes that raise when read
         return ToolCallError(code="tool_exception", message=_describe(exc))
+
+
+#: The most characters of JSON a ToolError's ``data`` keeps in a record and in the sandbox's reply.
+MAX_ERROR_DATA_CHARS = 64_000
+
+
+def _extras(exc: ToolError) -> dict[str, Any]:
+    """A ToolError's ``retry_after`` (a finite number of seconds, at least 0) and ``data`` (JSON,
+    bounded) as the record keeps them and the sandbox's ToolError gets them; what is not usable
+    is left out rather than failing the call's recording."""
+    extra: dict[str, Any] = {}
+    after = exc.retry_after
+    if isinstance(after, (int, float)) and type(after) is not bool and math.isfinite(after) and after >= 0:
+        extra["retry_after"] = float(after)
+    if exc.data is not None:
+        try:
+            extra["data"] = bounded_value(_jsonable("data", exc.data), MAX_ERROR_DATA_CHARS, "data")
+        except ToolError:
+            extra["data"] = _text(exc.data)
+    return extra
 
 
 def _text(value: Any) -> str:

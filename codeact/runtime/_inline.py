@@ -58,7 +58,7 @@ def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
     except Exception:  # invalid arguments, or a fault: the full front says which, and records it
         return None
     gate = ledger.store.gate
-    if not gate.try_enter():
+    if gate.lent >= host.max_lent_threads_per_session or not gate.try_enter():
         return None
     try:
         record = ledger.open_running(name, arguments, size, host.max_calls_per_run, host.max_run_argument_bytes,

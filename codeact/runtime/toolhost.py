@@ -32,7 +32,7 @@ from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.inside.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
-from ._admission import RateLimiter, converter_for, fast_check_for
+from ._admission import RateLimiter, SessionGate, converter_for, fast_check_for
 from ._calls import (
     _describe,
     _enter,
@@ -136,7 +136,7 @@ class ToolHost:
                  ask: PermissionHook | None = None, max_result_chars: int = 1_000_000,
                  max_concurrency: int = 32, tool_timeout_s: float = 30.0, max_calls_per_run: int = 10_000,
                  max_argument_bytes: int = 256 * 1024, max_run_argument_bytes: int = 64 * 1024 * 1024,
-                 max_in_flight_per_session: int = 256) -> None:
+                 max_in_flight_per_session: int = 256, max_lent_threads_per_session: int = 16) -> None:
         self.toolset = toolset
         self.loop = loop
         self.permission = permission
@@ -152,6 +152,9 @@ class ToolHost:
         self.max_run_argument_bytes = max_run_argument_bytes
         #: Calls of one session recorded and not yet ended, at most (more are refused, retryable).
         self.max_in_flight_per_session = max_in_flight_per_session
+        #: Host threads one session's calls may hold past their timeout (each lent to the pool so
+        #: that others keep its capacity), at most; while that many are held, its calls are refused.
+        self.max_lent_threads_per_session = max_lent_threads_per_session
         #: Tools the host answers itself; a user tool of the same name takes precedence.
         self.builtins: dict[str, Tool] = {READ_RESULT: Tool(spec=_READ_RESULT_SPEC)}
         self._limiters: dict[str, RateLimiter] = {}
@@ -269,6 +272,10 @@ class ToolHost:
         elif ledger.store.in_flight >= self.max_in_flight_per_session:
             error = ToolError("rate_limited", f"more than {self.max_in_flight_per_session} calls of this session "
                               "are in flight; wait for some to finish", retryable=True)
+        elif ledger.store.gate.lent >= self.max_lent_threads_per_session:
+            error = ToolError("rate_limited", f"{ledger.store.gate.lent} calls of this session still hold host "
+                              "threads past their timeout (the most it may hold); new calls are refused until "
+                              "some return", retryable=True)
         tool = self.toolset.get(name)
         builtin = tool is None and name in self.builtins
         tool = tool or self.builtins.get(name)
@@ -377,11 +384,14 @@ class ToolHost:
                 if elapsed is not None:  # after the reply: the sandbox need not wait for this
                     self._timed(name, elapsed, pooled)
         finally:
-            if not once.claim():  # it had expired: the expiry gave the slot back
-                if pooled:  # and lent the pool a thread meanwhile: give that back
+            gate = ledger.store.gate
+            if once.claim():
+                gate.leave()
+            elif pooled:  # it had expired: the expiry lent the pool a thread meanwhile, or kept the slot
+                if gate.returned(once):
                     self.loop.pool.grow(-1)
-            else:
-                ledger.store.gate.leave()
+                else:
+                    gate.leave()
 
     def _timed(self, name: str, seconds: float, pooled: bool) -> None:
         """Note how long a plain call ran: a slow one sends its tool's next calls to the pool, a
@@ -403,12 +413,21 @@ class ToolHost:
 
     def _let_go(self, ledger: CallLedger, record: ToolCallRecord, once: _Once, pooled: bool) -> None:
         """A plain call given up while still running (hung): free the session's slot and, on the
-        pool, lend it a thread meanwhile. A call still queued keeps its place; it will find its
-        record ended and not run (and give its slot back then)."""
-        if ledger.begun(record) and once.claim():
-            ledger.store.gate.leave()
-            if pooled:
-                self.loop.pool.grow(1)
+        pool, lend it a thread meanwhile, while the session holds fewer than its cap of lent
+        threads; past the cap the call keeps its slot (only that session's share shrinks) until its
+        thread returns. A call still queued keeps its place; it will find its record ended and not
+        run (and give its slot back then)."""
+        if not ledger.begun(record):
+            return
+        gate = ledger.store.gate
+        if not pooled:
+            if once.claim():
+                gate.leave()
+            return
+        lent = gate.lend_for(once, self.max_lent_threads_per_session)
+        if lent:
+            gate.leave()
+            self.loop.pool.grow(1)
 
     def release_abandoned(self, ledger: CallLedger) -> None:
         """After a run's records were ended: let go of its plain calls still running, as their
@@ -515,7 +534,7 @@ class ToolHost:
                 if not exc.retryable or attempt == attempts - 1 or delay > _MAX_RETRY_WAIT_S or record.finished:
                     if attempt:
                         raise ToolError(exc.code, f"{exc.message} (after {attempt + 1} attempts)", exc.retryable,
-                                        retry_after=exc.retry_after) from None
+                                        retry_after=exc.retry_after, data=exc.data) from None
                     raise
                 await asyncio.sleep(max(delay, 0.0) * (1 + random.random() * 0.1))
         raise AssertionError("unreachable")
@@ -538,6 +557,7 @@ class ToolHost:
                 fn, name = tool.fn, tool.name
                 job: concurrent.futures.Future[Any] | None = None
                 if tool.is_async:
+            kept = False  # the slot stays with a call abandoned past the session's cap of lent threads
                     work: asyncio.Future[Any] = asyncio.ensure_future(_guarded(lambda: fn(**args)))
                 else:  # the value is made JSON on the pool thread too: within the timeout, off the loop
                     job = self.loop.pool.submit(lambda: _jsonable(name, _invoke(fn, args)))
@@ -545,26 +565,40 @@ class ToolHost:
                 try:
                     done, _ = await asyncio.wait((work,), timeout=timeout)
                 except asyncio.CancelledError:  # the runtime is closing, or the caller gave the call up
-                    self._abandon(work, job)
+                    kept = self._abandon(work, job, gate)
                     raise
                 if not done:
-                    self._abandon(work, job)
+                    kept = self._abandon(work, job, gate)
                     raise ToolError("timeout", f"{name!r} did not answer within {timeout} s", retryable=True)
                 result = work.result()
             finally:
-                gate.leave()
+                if not kept:
+                    gate.leave()
         return result if job is not None else _jsonable(tool.name, result)
 
-    def _abandon(self, work: asyncio.Future[Any], job: concurrent.futures.Future[Any] | None) -> None:
+    def _abandon(self, work: asyncio.Future[Any], job: concurrent.futures.Future[Any] | None,
+                 gate: SessionGate) -> bool:
         """A call past its timeout: nothing waits for it any more (an async tool that ignores its
         cancellation runs on unawaited); a sync one keeps its pool thread until it returns, so
-        the pool is lent a thread meanwhile (as for a plain call's expiry)."""
+        the pool is lent a thread meanwhile (as for a plain call's expiry) while the session is
+        under its cap of lent threads. True when, past the cap, the call keeps the session's slot
+        instead (given back when its thread returns)."""
         work.cancel()
         work.add_done_callback(_retrieved)
-        if job is not None:
-            pool = self.loop.pool
-            pool.grow(1)
-            job.add_done_callback(lambda _f: pool.grow(-1))
+        if job is None:
+            return False
+        if not gate.lend(self.max_lent_threads_per_session):
+            job.add_done_callback(lambda _f: gate.leave())
+            return True
+        pool = self.loop.pool
+        pool.grow(1)
+
+        def returned(_f: concurrent.futures.Future[Any]) -> None:
+            pool.grow(-1)
+            gate.unlend()
+
+        job.add_done_callback(returned)
+        return False
 
     # -- record -----------------------------------------------------------------------------
     def _finish(self, ledger: CallLedger, record: ToolCallRecord, run: Callable[[], tuple[Any, bool]]) -> bool:

@@ -10,8 +10,10 @@ import functools
 import heapq
 import itertools
 import json
+import math
 import os
 import queue
+import select
 import socket
 import struct
 import threading
@@ -183,10 +185,11 @@ class _Leaders:
 
 _LEADERS = _Leaders()
 
-#: How long a write to the kernel may block before the host gives it up (a kernel that stops
-#: reading must not hold a host thread).
+#: How long one frame's write to the kernel may take in all before the host gives up on the kernel
+#: and kills it (a kernel that stops reading must not hold a host thread).
 SEND_TIMEOUT_S = 5.0
 _TIMEVAL = struct.Struct("@ll")
+_INTERRUPT = encode({"type": "interrupt"})
 #: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
 CONTROL_TIMEOUT_S = 30.0
 _STRAY_CALL = {"ok": False, "error": {"code": "tool_exception", "retryable": False,
@@ -222,20 +225,53 @@ class KernelDriver:
         self._run_ids = itertools.count(1)
         self._rcv_timeout = -1.0  # the socket's SO_RCVTIMEO while it blocks (see _wait_at_most)
 
+        #: When the run in progress is killed at the latest (no write waits past it), else None.
+        self._kill_at: float | None = None
+        #: Why a write gave up on the kernel (it stopped reading), for the run's reason.
+        self._stalled: str | None = None
     @functools.cached_property
     def _chan(self) -> FrameSocket:
         return self.sandbox.channel  # a property of the sandbox's: looked up once, not per frame
 
-    def _send(self, message: dict[str, Any]) -> None:
-        self._write(encode(message))
+    def _send(self, message: dict[str, Any], seconds: float | None = None) -> None:
+        self._write(encode(message), seconds)
 
-    def _write(self, data: bytes) -> None:
-        with self._write_lock:
-            _send_all(self._chan.sock, data)
+    def _write(self, data: bytes, seconds: float | None = None) -> None:
+        """Write one whole frame within ``seconds`` (:data:`SEND_TIMEOUT_S`; never past the kill
+        time of the run in progress), or kill the sandbox and raise OSError: a frame half written
+        must never stay on a live channel, and a kernel that stops reading must not hold a host
+        thread. Waiting for another writer counts against the same deadline."""
+        deadline = time.monotonic() + (SEND_TIMEOUT_S if seconds is None else seconds)
+        if self._kill_at is not None:
+            deadline = min(deadline, self._kill_at)
+        if self.dead:
+            raise BrokenPipeError("the sandbox is gone")
+        if not self._write_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            self._fault("another write to it did not finish in time")
+            raise TimeoutError("the channel is held by a write that does not finish")
+        try:
+            if self.dead:
+                raise BrokenPipeError("the sandbox is gone")
+            _send_by(self._chan.sock, data, deadline)
+        except _Unsent as exc:
+            self._fault(str(exc))
+            raise
+        except OSError:
+            self._kill()  # the peer went away mid-frame: whatever follows would be misread
+            raise
+        finally:
+            self._write_lock.release()
+
+    def _fault(self, why: str) -> None:
+        """The kernel stopped reading its channel: kill it, and say so as the run's reason."""
+        if not self.dead:
+            self._stalled = why
+            self._kill()
 
     def reply(self, seq: int, payload: dict[str, Any]) -> None:
         """Answer a call; safe from any thread; a dead kernel is ignored. A payload that cannot be
-        encoded is answered with an error: the calling code never waits for an answer that never comes."""
+        encoded is answered with an error: the calling code never waits for an answer that never comes.
+        A write that cannot finish in time kills the sandbox (see :meth:`_write`)."""
         try:
             data = encode({"type": "result", "seq": seq, **payload})
         except (TypeError, ValueError, RecursionError) as exc:
@@ -255,7 +291,7 @@ class KernelDriver:
             hello = _expect(chan.recv(), "hello")
             if hello["v"] != VERSION:
                 raise ProtocolViolation(f"kernel speaks protocol v{hello['v']}, host v{VERSION}")
-            self._send({"type": "setup", "stubs": stubs, "max_frame": chan.max_frame})
+            self._send({"type": "setup", "stubs": stubs, "max_frame": chan.max_frame}, timeout_s)
             ready = _expect(chan.recv(), "ready")
         except (FrameError, OSError) as exc:
             raise SandboxUnavailable(f"the kernel did not start properly: {one_line(str(exc), 300)}") from None
@@ -291,7 +327,7 @@ class KernelDriver:
         try:
             with self._write_lock:  # the socket's mode changes under the lock writers take
                 chan.sock.settimeout(timeout_s)
-                chan.sock.sendall(data)
+            self._write(data, timeout_s)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -306,6 +342,8 @@ class KernelDriver:
                 self.reply(message["seq"], _STRAY_CALL)
             reply = _expect(message, answer)
         except TimeoutError:
+        except _Unsent:
+            raise SandboxError(f"the kernel did not read {kind!r} within {timeout_s:g} s and was killed") from None
             self._kill()
             raise SandboxError(f"the kernel did not answer {kind!r} within {timeout_s:g} s and was killed") from None
         except (PeerClosed, OSError):
@@ -335,6 +373,7 @@ class KernelDriver:
         started = time.monotonic()
         self._on_output = on_output
         run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
+        self._kill_at = started + timeout_s + grace_s
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
                         "output_limit": output_limit, **self._streaming()})
@@ -350,6 +389,7 @@ class KernelDriver:
             if outcome is None:
                 outcome = self._watch(run)
         assert outcome is not None
+        self._kill_at = None
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
@@ -562,8 +602,7 @@ class KernelDriver:
         caller looks again, so the timeout rarely changes (each change is a syscall)."""
         sock = self._chan.sock
         if sock.gettimeout() is not None:  # a handshake or a reset/bind used a Python timeout
-            with self._write_lock:  # no write between the mode and its send bound (see _send_all)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(SEND_TIMEOUT_S))
+            with self._write_lock:  # no write while the mode changes (see _send_by)
                 sock.settimeout(None)
             self._rcv_timeout = -1.0
         seconds = min(max(seconds, 0.001), _LEAD_WAIT_S)  # 0 would mean forever
@@ -572,10 +611,20 @@ class KernelDriver:
             self._rcv_timeout = seconds
 
     def _interrupt(self) -> None:
-        try:
-            self._send({"type": "interrupt"})
-        except OSError:
-            pass
+        """Interrupt the code: an ``interrupt`` frame if the channel takes it this instant, and the
+        backend's SIGINT. Never waits: a writer blocked on a kernel that stopped reading holds the
+        write lock until its own deadline, and the kill after the grace must not wait behind it."""
+        if self._write_lock.acquire(blocking=False):
+            try:
+                if not self.dead:
+                    _send_by(self._chan.sock, _INTERRUPT, time.monotonic() + SEND_TIMEOUT_S, or_nothing=True)
+            except _Unsent as exc:
+                self._stalled = str(exc)
+                self._kill()
+            except OSError:
+                pass
+            finally:
+                self._write_lock.release()
         self.sandbox.interrupt()
 
     def _kill(self) -> None:
@@ -589,6 +638,9 @@ class KernelDriver:
     def _died(self, interrupted: bool) -> RunOutcome:
         self.dead = True
         status = self.sandbox.exit_status()
+        if self._stalled is not None:
+            return RunOutcome("killed", interrupted=interrupted, state_lost=True,
+                              reason=f"the kernel stopped reading its channel ({self._stalled}) and was killed")
         if status.oom_killed:
             return RunOutcome("memory", state_lost=True, reason="the sandbox ran out of memory and was killed")
         if interrupted:
@@ -615,19 +667,38 @@ def _expect(message: dict[str, Any], kind: str) -> dict[str, Any]:
     return message
 
 
-def _send_all(sock: socket.socket, data: bytes) -> None:
-    """``sock.sendall(data)`` without the ``poll`` a socket with a timeout makes before each send:
-    such a socket is non-blocking, so one direct write is tried first (it cannot hang), and
-    ``sendall`` (with its timeout) sends whatever did not fit."""
-    if sock.gettimeout() is not None:
+class _Unsent(TimeoutError):
+    """A frame the kernel did not take (all of it) by the write's deadline."""
+
+
+def _send_by(sock: socket.socket, data: bytes, deadline: float, *, or_nothing: bool = False) -> bool:
+    """Write all of ``data`` by ``deadline`` (``time.monotonic()``): non-blocking sends, a poll
+    between them, so the deadline bounds the whole frame, not each send. With ``or_nothing``,
+    False when the socket takes none of it at once (the channel is left as it was). Raises
+    :class:`_Unsent` at the deadline. Called with the write lock held (the socket's mode is stable)."""
+    view = memoryview(data)
+    fd = sock.fileno()
+    # A socket with a Python timeout is O_NONBLOCK already, and its send() would poll first.
+    raw = sock.gettimeout() is not None
+    poller = None
+    while True:
         try:
-            sent = os.write(sock.fileno(), data)
-        except BlockingIOError:
+            sent = os.write(fd, view) if raw else sock.send(view, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
             sent = 0
-        if sent == len(data):
-            return
-        data = data[sent:]
-    sock.sendall(data)
+        view = view[sent:]
+        if not view:
+            return True
+        if or_nothing and len(view) == len(data):
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            part = "all of " if len(view) < len(data) else ""
+            raise _Unsent(f"it did not read {part}a frame of {len(data)} bytes in time")
+        if poller is None:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+        poller.poll(math.ceil(left * 1000))
 
 
 def _timeval(seconds: float) -> bytes:

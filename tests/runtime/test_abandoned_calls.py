@@ -250,3 +250,35 @@ def test_cancelling_arun_interrupts_the_code() -> None:
         threading.Timer(1.0, s._lock.release).start()
         asyncio.run(cancel_before_it_starts())  # returns once its worker is done (asyncio.run waits)
         assert s.run("x").value == 41  # the cancelled run never started
+
+
+@pytest.mark.parametrize("cacheable", [False, True])  # the plain lane's expiry, and the loop's
+def test_threads_a_session_pins_past_timeouts_are_capped(release: threading.Event, cacheable: bool) -> None:
+    @tool(timeout_s=0.2, cacheable=cacheable)
+    def stuck(i: int) -> int:
+        """Hangs.
+
+        Args:
+            i: anything.
+        """
+        release.wait(60)
+        return i
+
+    with Runtime([stuck], LOCAL) as rt, rt.session() as s:
+        rt.host.max_lent_threads_per_session = 2
+        pool = rt.loop.pool
+        workers = pool.max_workers
+        result = s.run("out = []\nfor i in range(5):\n    try:\n        stuck(i)\n"
+                       "    except ToolError as e:\n        out.append(e.code)\nout")
+        assert result.value[:2] == ["timeout", "timeout"], result  # two threads lent: the cap
+        assert pool.max_workers == workers + 2
+        # past the cap the next call keeps its slot instead; then calls are refused, retryable
+        assert "rate_limited" in result.value[2:], result.value
+        refused = [c.error for c in result.calls if c.error is not None and c.error.code == "rate_limited"]
+        assert refused and refused[0].retryable and "hold host threads" in refused[0].message
+        release.set()
+        deadline = time.monotonic() + 5
+        while pool.max_workers != workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.max_workers == workers
+        assert s.run("stuck(7)").value == 7  # all given back once the tools returned

@@ -4,10 +4,12 @@ session as ``killed`` with a clear reason; the host's ledger stays the only sour
 from __future__ import annotations
 
 import textwrap
+import threading
+import time
 
 import pytest
 
-from codeact import Runtime
+from codeact import Runtime, SandboxConfig, tool
 
 FORGE = """
 import json, os, socket, struct
@@ -82,3 +84,52 @@ def test_result_stays_bounded(runtime: Runtime) -> None:
         assert len(many.calls) == 1 and many.calls[0].error is not None
         assert many.calls[0].error.code == "invalid_arguments"
         assert many.error is not None and many.error.type == "ToolError"
+
+
+#: Code that stops every reader of the kernel (the lock they take to read is held) and writes
+#: 2,000 call frames straight to the channel: the host's answers fill the socket and stay there.
+FLOOD = """
+import gc, time
+reading = next(o for o in gc.get_objects() if type(o).__name__ == '_Reading')
+reading.mu.acquire()
+chan.sendall(b''.join(frame({'type': 'call', 'seq': 10_000 + i, 'name': 'blob', 'arguments': {'i': i}})
+                      for i in range(2000)))
+time.sleep(120)
+"""
+
+
+def _peak_threads(stop: threading.Event, peak: list[int]) -> None:
+    while not stop.wait(0.01):
+        peak[0] = max(peak[0], threading.active_count())
+
+
+def test_a_kernel_that_stops_reading_under_a_call_flood_ends_at_its_deadline(backend: str) -> None:
+    """Every host write has a total deadline and a failed one kills the sandbox; the deadline
+    path never waits for a blocked writer; calls past their timeout pin at most the session's cap
+    of host threads. Before: 133 s and 276 threads."""
+    @tool
+    def blob(i: int) -> str:
+        """A large answer.
+
+        Args:
+            i: which.
+        """
+        return "x" * 20_000
+
+    config = SandboxConfig(backend=backend, policy="none", grace_s=1)  # type: ignore[arg-type]
+    with Runtime([blob], config, tool_timeout_s=0.2) as runtime, runtime.session() as session:
+        runtime.host.max_lent_threads_per_session = 4
+        session.run("1")
+        before = threading.active_count()
+        stop, peak = threading.Event(), [before]
+        watcher = threading.Thread(target=_peak_threads, args=(stop, peak), daemon=True)
+        watcher.start()
+        started = time.monotonic()
+        result = session.run(textwrap.dedent(FORGE) + textwrap.dedent(FLOOD), timeout_s=3)
+        took = time.monotonic() - started
+        stop.set()
+        watcher.join()
+        assert result.termination in ("timeout", "killed") and result.state_lost, result.reason
+        assert took < 3 + 1 + 2, f"the run took {took:.1f} s"
+        assert peak[0] - before <= runtime.loop.max_workers + 4 + 8, f"{peak[0] - before} more host threads"
+        assert session.run("2").value == 2  # a fresh sandbox

@@ -4,6 +4,7 @@ then eats the answer to the next ``reset``/``bind`` or run, and the session stal
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -75,9 +76,10 @@ def test_a_late_first_leader_leaves_one_reader(late_leaders: _LateFirstLeader) -
 
 
 def test_a_kernel_that_stops_reading_does_not_hold_a_host_writer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The driver's socket blocks (one recv per frame) but every write is bounded by SO_SNDTIMEO:
-    with the kernel stopped (SIGSTOP: alive, reading nothing), a reply larger than the socket's
-    buffers is given up after ``SEND_TIMEOUT_S`` instead of holding the thread that writes it."""
+    """The driver's socket blocks (one recv per frame) but every write has a total deadline: with
+    the kernel stopped (SIGSTOP: alive, reading nothing), a reply larger than the socket's buffers
+    is given up after ``SEND_TIMEOUT_S`` instead of holding the thread that writes it, and the
+    kernel is killed (the frame is half written)."""
     import os
     import signal
 
@@ -93,8 +95,10 @@ def test_a_kernel_that_stops_reading_does_not_hold_a_host_writer(monkeypatch: py
         writer.start()  # the kernel reads none of it
         writer.join(10)
         assert not writer.is_alive(), "the write was not bounded"
+        assert kernel.dead, "a frame half written was left on a live channel"  # the kernel is killed
     finally:
-        os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
         kernel.sandbox.close()
 
 

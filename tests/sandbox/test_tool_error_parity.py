@@ -10,7 +10,7 @@ from typing import Any, get_args
 
 import pytest
 
-from codeact import Runtime
+from codeact import Runtime, SandboxConfig, tool
 from codeact import errors as host
 from codeact.sandbox.inside import client as inside
 from codeact.sandbox.inside import frames
@@ -66,3 +66,30 @@ def test_the_code_in_the_sandbox_gets_the_same_defaults(runtime: Runtime) -> Non
                        "(e.retryable, e.retry_after, e.data, ToolError('not_found', 'y').retryable)")
     assert result.termination == "completed", result
     assert result.value == [True, 3, None, False]  # a tuple comes back as a JSON list
+
+
+@tool
+def throttled(kind: str) -> None:
+    """Fails with a hint, as an upstream that asks to wait does.
+
+    Args:
+        kind: which failure.
+    """
+    if kind == "hint":
+        raise host.ToolError("rate_limited", "slow down", retry_after=2.5, data={"status": 429, "left": [0]})
+    raise host.ToolError("upstream_error", "odd", retry_after=float("nan"), data={1, 2})
+
+
+def test_retry_after_and_data_reach_the_code_through_a_real_host_tool(backend: str) -> None:
+    config = SandboxConfig(backend=backend, policy="none")  # type: ignore[arg-type]
+    code = ("out = []\nfor kind in ('hint', 'odd'):\n    try:\n        throttled(kind)\n"
+            "    except ToolError as e:\n        out.append([e.code, e.retryable, e.retry_after, e.data])\nout")
+    with Runtime([throttled], config) as rt, rt.session() as s:
+        result = s.run(code)
+    assert result.ok, result
+    # an unusable hint is left out; data that is not JSON is kept as JSON (a set becomes a list)
+    assert result.value == [["rate_limited", True, 2.5, {"status": 429, "left": [0]}],
+                            ["upstream_error", True, None, [1, 2]]]
+    first = result.calls[0].error
+    assert first is not None and (first.retry_after, first.data) == (2.5, {"status": 429, "left": [0]})
+    assert "retry_after" not in result.calls[1].error.model_dump()  # type: ignore[union-attr]
