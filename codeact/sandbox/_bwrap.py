@@ -20,6 +20,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import SandboxUnavailable
+from . import _confine
+
 __all__ = ["bwrap_command", "bwrap_path", "bwrap_status", "doctor_report", "resolve_isolation"]
 
 #: Read-only system paths bound when they exist.
@@ -43,14 +46,24 @@ def bwrap_status() -> tuple[bool, str]:
     path = bwrap_path()
     if path is None:
         return False, "bwrap is not installed (Debian: apt-get install bubblewrap; or scripts/ensure-bwrap.sh)"
-    cmd = [path, "--unshare-all", "--die-with-parent", *_ro_binds(), "--proc", "/proc", "--dev", "/dev", "true"]
+    try:  # the kernel's seccomp filter too: a kernel that refuses it would fail every start
+        seccomp_fd = _confine.filter_fd()
+    except SandboxUnavailable as exc:
+        return False, str(exc)
+    except OSError as exc:
+        return False, f"cannot hold the seccomp filter: {exc}"
+    cmd = [path, "--unshare-all", "--die-with-parent", *_ro_binds(), "--proc", "/proc", "--dev", "/dev",
+           "--seccomp", str(seccomp_fd), "true"]
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=10, env={}, check=False)
+        done = subprocess.run(cmd, capture_output=True, timeout=10, env={}, check=False, pass_fds=(seccomp_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bwrap does not run: {exc}"
+    finally:
+        os.close(seccomp_fd)
     if done.returncode != 0:
         reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return False, f"bwrap cannot create namespaces here: {reason[-1] if reason else done.returncode}"
+        return False, (f"bwrap cannot create namespaces or install the seccomp filter here: "
+                       f"{reason[-1] if reason else done.returncode}")
     return True, f"bwrap at {path}"
 
 

@@ -27,7 +27,7 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, tool
 from codeact.runtime.session import Session
-from codeact.sandbox import _bpf, _confine
+from codeact.sandbox import _bpf, _bwrap, _confine
 from codeact.sandbox._seccomp import DENIED, profile
 from tests.sandbox import test_local_bwrap
 from tests.sandbox.syscall_probe import ARGS, CAPABILITY_FIRST, probe_code
@@ -294,3 +294,18 @@ def test_an_ordinary_workload_still_works(isolation: str) -> None:
         assert result.value == {"doubled": [2 * i for i in range(8)], "squares": [0, 1, 4, 9], "child": "True",
                                 "shell": "42"}
         assert [c.name for c in result.calls].count("double") == 8
+
+
+def test_bwrap_that_cannot_install_the_filter_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Checked once, up front: a kernel or bwrap that refuses the filter would fail every start.
+    _bwrap_or_skip()
+    monkeypatch.setattr(_confine, "program", lambda: struct.pack("=HBBI", 0x20, 0, 0, 0))  # no ret: invalid
+    _bwrap.bwrap_status.cache_clear()
+    try:
+        ok, reason = _bwrap.bwrap_status()
+        assert not ok and "seccomp" in reason, reason
+        assert _bwrap.resolve_isolation("auto") == "none"
+    finally:
+        monkeypatch.undo()
+        _bwrap.bwrap_status.cache_clear()
+    assert _bwrap.bwrap_status()[0]
