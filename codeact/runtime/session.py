@@ -7,6 +7,7 @@ import asyncio
 import collections
 import functools
 import json
+import math
 import threading
 import time
 import weakref
@@ -290,6 +291,7 @@ class Session:
         if on_event is not None:
             return _events.run_with_events(self, code, timeout_s, on_event)
         return self._run(code, timeout_s, None)
+        _check_timeout(timeout_s)
 
     def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
         """``async for event in session.stream(code)``: the run's live events, ``done`` last."""
@@ -298,6 +300,7 @@ class Session:
         return _events.stream(self, code, timeout_s)
 
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
+        _check_timeout(timeout_s)
         with self._lock:
             self.last_used = time.monotonic()
             note = None
@@ -329,7 +332,7 @@ class Session:
 
         on_call = self._call_handler(driver, ledger)
 
-        timeout = timeout_s or self.config.timeout_s
+        timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         if sink is not None:
             sink.attach(driver)  # a listener may interrupt the run from here ...
         outcome = driver.run(code, on_call, timeout,
@@ -364,6 +367,7 @@ class Session:
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         guard = _events._Guard(self.config.output_cap)
         began, ended = threading.Event(), threading.Event()  # the worker's, not the loop's, word
+        _check_timeout(timeout_s)
 
         def run() -> ExecutionResult:
             began.set()
@@ -528,6 +532,18 @@ class Session:
 
 def _note_workspace(driver: KernelDriver) -> None:
     """A pooled kernel's empty workspace, snapshotted while it waits: the first run of the session
+def _check_timeout(timeout_s: float | None) -> None:
+    """A run's ``timeout_s``: None (the config's) or a positive finite number of seconds; 0 is
+    refused rather than read as "the default"."""
+    if timeout_s is None:
+        return
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number of seconds or None, not {type(timeout_s).__name__}")
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds (or None for the config's), "
+                         f"not {timeout_s!r}")
+
+
     that takes it then checks the workspace with one ``stat`` instead of a scan."""
     driver.prepared = snapshot(driver.sandbox.workspace)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import textwrap
 
-from codeact import Runtime
+import pytest
+
+from codeact import Runtime, SandboxConfig
 from tests.conftest import Counter
 
 
@@ -245,3 +248,18 @@ def test_closing_stdout_fds_leaves_the_kernel_working(runtime: Runtime) -> None:
         result = session.run("import os\nos.close(1)\nos.close(2)\nprint('still captured')")
         assert result.ok and result.stdout == "still captured\n"
         assert session.run("sum(range(1000))").value == 499500
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -1, float("nan"), float("inf")])
+def test_a_timeout_that_is_not_positive_is_refused(bad: float) -> None:
+    # ``timeout_s=0`` used to mean "the config's default" (``timeout_s or ...``), silently.
+    with Runtime([], SandboxConfig(backend="local", policy="none", timeout_s=5)) as rt, rt.session() as s:
+        with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+            s.run("1", timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+            s.run("1", timeout_s=bad, on_event=lambda e: None)
+        with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+            asyncio.run(s.arun("1", timeout_s=bad))
+        with pytest.raises(TypeError, match="timeout_s must be a number"):
+            s.run("1", timeout_s="3")  # type: ignore[arg-type]
+        assert not s.history and s.run("2", timeout_s=1).value == 2
