@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = [
     "CodeError",
@@ -74,6 +74,8 @@ class ExecutionResult(BaseModel):
     # Alike by design (sandbox/driver.py _Done): the kernel's done frame carries these fields on the wire;
     # the frame schema is the sandbox's own model (issue 17 gives it one frame-schema module). EpisodeResult
     # (evals/results_store.py) is a list of fields of the same shape, of another record.
+    #: What the kernel reported for replay to compare (``runtime._replay.kernel_facts``); not serialized.
+    _facts: dict[str, Any] | None = PrivateAttr(None)
     ok: bool
     termination: Termination
     stdout: str = ""

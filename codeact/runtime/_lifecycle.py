@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ReplayInterrupted, RestoreDiverged, SnapshotError
-from ._replay import replay
+from ._replay import rebuild_budget, replay
 from ._workspace import collect_files, lay_files, list_files
 from .snapshot import CellRecord, SkippedCell, Snapshot, SnapshotFile, toolset_fingerprint
 
@@ -85,10 +85,12 @@ def _skip(skipped: list[SkippedCell], cell: CellRecord) -> None:
         skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
 
 
-def rebuild(session: Session) -> None:
+def rebuild(session: Session, run_timeout_s: float | None = None) -> None:
     """Start a fresh kernel and replay the session's cells into it (caller holds the lock and has
-    set ``session._resume``). Cells that cannot be replayed exactly are left out and listed in
-    ``session.skipped``. Raises SnapshotError (RestoreDiverged) or SandboxUnavailable."""
+    set ``session._resume``), within a budget from ``run_timeout_s`` (the time limit of the run
+    that asked for it) and the recorded durations (``_replay.rebuild_budget``). Cells that cannot
+    be replayed exactly are left out and listed in ``session.skipped``. Raises SnapshotError
+    (RestoreDiverged: ``session._resume`` is kept, see :func:`give_up`) or SandboxUnavailable."""
     pending, session._resume = session._resume, None
     assert pending is not None
     session._discard()
@@ -103,20 +105,23 @@ def rebuild(session: Session) -> None:
         driver = session._ensure()
         workspace = driver.sandbox.workspace
         keep = set(list_files(workspace))
-        replay(session, cells)
+        replay(session, cells, rebuild_budget(cells, run_timeout_s or session.config.timeout_s,
+                                              session.config.rebuild_timeout_s))
         _refill_cache(session, cells)
         if pending.files is not None:
             uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
             lay_files(workspace, pending.files, keep=keep, uid=uid)
     except SnapshotError:
+        session._discard()
+        session._resume = pending  # for the files it holds (see give_up)
         raise
     except ReplayInterrupted as exc:
         session._discard()
+        session._resume = pending
         if not exc.requested:
             pending.deaths += 1
             if pending.deaths > 1:  # a second death in a row: the replay itself, not bad luck
                 raise RestoreDiverged(f"{exc}, at a second try in a row", cell=exc.cell) from None
-        session._resume = pending
         raise
     except BaseException:  # e.g. no engine now: keep what rebuilds the state for a later try
         session._discard()
@@ -126,7 +131,8 @@ def rebuild(session: Session) -> None:
 
 
 def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
-    """Put the answers of cacheable tools back in the session's cache, as the original run left it."""
+    """Put the answers of cacheable tools back in the session's cache, as the original run left it:
+    keyed as the live path keys them, on the arguments converted to the tool's parameter types."""
     from .ledger import cache_key
 
     store = session.calls  # the session's own store: ``session.cache`` holds cached answers only
@@ -136,10 +142,22 @@ def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
             if tool is None or not tool.policy.cacheable or not record.ok:
                 continue
             try:
-                args = tool.spec.validate_arguments(record.arguments)
-            except ValueError:
+                args = session.runtime.host.arguments_for(tool, record.arguments)
+            except ValueError:  # ToolArgumentsError included
                 continue
             store.cache.setdefault(cache_key(record.name, args), record.result)
+
+
+def give_up(session: Session, exc: SnapshotError) -> str:
+    """After a rebuild that diverged: the namespace starts empty (the cells leave the state, their
+    records stay in ``session.cells``) and the files saved with the state are still laid in the next
+    sandbox (the rebuild kept ``session._resume`` for them). Returns what the run says."""
+    files = session._resume.files if session._resume is not None else None
+    forget_state(session)
+    kept = "the records of its cells stay in session.cells, out of the state"
+    if files:
+        kept += f"; the {len(files)} workspace files saved with it are laid in the new sandbox"
+    return f"the earlier state could not be rebuilt, this run started empty: {exc}; kept: {kept}"
 
 
 def forget_state(session: Session) -> None:

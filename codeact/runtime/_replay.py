@@ -5,11 +5,18 @@ The answers come from a replay :class:`Toolset` (same names and schemas, so vali
 it did) whose tools look up the next recorded call with equal name and arguments and return its
 result or raise its ``ToolError``. It is served by a :class:`ToolHost` of its own that the session
 uses only while replaying, so no policy hook, permission prompt, retry or real tool runs. Calls
-the host answers itself (``read_result``) and calls refused before a tool would run (unknown tool,
-invalid arguments) are reproduced by the host as they were the first time.
+the host answers itself (``read_result``, the discovery built-ins) and calls refused before a tool
+would run (unknown tool, invalid arguments) are reproduced by the host as they were the first time.
 
-Concurrent calls (``parallel``) are matched by name and arguments, whatever order they arrive in;
-their call ids are given in arrival order, so they may be numbered differently after a replay.
+Once a cell's replay ends it must have behaved as recorded (:meth:`ReplayResponder.finish`): the
+same outcome; the same calls, refused ones and built-ins included, with the main thread's own
+calls in the recorded order (calls of threads, ``parallel`` and event loops are compared as a
+multiset: their order is the scheduler's); the same output (a digest of stdout and stderr); the
+same number of threads and processes left running (a thread started only on replay could call a
+tool after the rebuild, where its call would run for real). Anything else is a divergence.
+
+Concurrent calls get their ids in arrival order, so they may be numbered differently after a
+replay. A rebuild has a time budget (:func:`rebuild_budget`); past it the replay is a divergence too.
 
 Replayed calls are kept out of every result: a replay produces no ``ExecutionResult``; the
 restored session's cell log holds the original records.
@@ -17,13 +24,15 @@ restored session's cell log holds the original records.
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReplayInterrupted, RestoreDiverged, ToolArgumentsError, ToolError
 from ..results import ExecutionResult, ToolCallRecord
 from .ledger import cache_key
-from .snapshot import CellRecord
+from .snapshot import CellRecord, output_digest
 from .toolhost import ToolHost
 from .toolset import Tool, ToolPolicy, Toolset
 
@@ -32,6 +41,37 @@ if TYPE_CHECKING:
 
 #: Refusals decided before a tool would run: the host reproduces them without asking the tool.
 _BEFORE_TOOL = frozenset({"unknown_tool", "invalid_arguments"})
+#: An honest replay does the recorded work with instant answers: twice the recorded time plus this
+#: much covers a loaded machine (see :func:`rebuild_budget`).
+_BUDGET_FACTOR = 2.0
+_BUDGET_SLACK_S = 1.0
+_MAX_COUNT = 1_000_000
+
+
+def rebuild_budget(cells: list[CellRecord], run_timeout_s: float, cap_s: float) -> float:
+    """How long replaying ``cells`` may take: the larger of the time limit of the run that asked
+    for the rebuild (its caller already waits that long) and twice the recorded time plus a second
+    (an honest replay is no slower than the original), at most ``cap_s``
+    (``SandboxConfig.rebuild_timeout_s``). Cells slow only on replay thus cost about one run's
+    time limit, not one per cell."""
+    recorded = sum(cell.duration_ms for cell in cells) / 1000
+    return min(cap_s, max(run_timeout_s, _BUDGET_FACTOR * recorded + _BUDGET_SLACK_S))
+
+
+def kernel_facts(raw: Any) -> dict[str, Any] | None:
+    """The ``facts`` of a done frame, checked (the kernel is not trusted): ``lanes`` a string of
+    ``m``/``c``, ``threads`` and ``children`` counts; a malformed field is left out."""
+    if type(raw) is not dict:
+        return None
+    facts: dict[str, Any] = {}
+    lanes = raw.get("lanes")
+    if type(lanes) is str and len(lanes) <= _MAX_COUNT and not lanes.strip("mc"):
+        facts["lanes"] = lanes
+    for name in ("threads", "children"):
+        value = raw.get(name)
+        if type(value) is int and 0 <= value <= _MAX_COUNT:
+            facts[name] = value
+    return facts
 
 
 def _short(name: str, arguments: Any, limit: int = 200) -> str:
@@ -102,7 +142,7 @@ class ReplayResponder:
             cell=self.cell.index, call=call)
 
     def finish(self, result: ExecutionResult) -> None:
-        """Raise RestoreDiverged if the cell asked for other calls or ended otherwise than recorded."""
+        """Raise RestoreDiverged if the cell behaved otherwise than recorded (see the module docstring)."""
         cell = self.cell
         assert cell is not None
         with self._lock:
@@ -115,6 +155,20 @@ class ReplayResponder:
         if self.divergence is not None:
             raise self.divergence
         _check_outcome(cell, result)
+        facts = result._facts or {}
+        _check_calls(cell, result.calls, facts.get("lanes"))
+        if cell.output_digest is not None and output_digest(result) != cell.output_digest:
+            raise RestoreDiverged(
+                f"cell {cell.index} diverged: it wrote other output on replay than when recorded; its output "
+                "depends on something that was not recorded (random numbers, the clock, the environment)",
+                cell=cell.index)
+        for what, recorded in (("threads", cell.threads), ("children", cell.children)):
+            got = facts.get(what)
+            if recorded is not None and got is not None and got != recorded:
+                kind = "threads" if what == "threads" else "processes"
+                raise RestoreDiverged(
+                    f"cell {cell.index} diverged: it left {got} {kind} running on replay, {recorded} when "
+                    f"recorded; what runs on after a replay could call tools for real", cell=cell.index)
 
     def toolset_for_replay(self) -> Toolset:
         def responder(name: str) -> Any:
@@ -149,8 +203,41 @@ def _check_outcome(cell: CellRecord, result: ExecutionResult) -> None:
                 f"{got_error.type} at line {got_error.lineno} on replay", cell=cell.index)
 
 
-def replay(session: Session, cells: list[CellRecord]) -> None:
-    """Run ``cells`` in the session's (fresh) kernel with recorded answers; raises RestoreDiverged."""
+def _signature(record: ToolCallRecord) -> str:
+    outcome = "ok" if record.ok else record.error.code if record.error is not None else "unfinished"
+    return f"{_short(record.name, record.arguments)} -> {outcome}"
+
+
+def _check_calls(cell: CellRecord, got: list[ToolCallRecord], lanes: str | None) -> None:
+    """Every call of the replay (refused ones and built-ins too) against the recorded ones: the main
+    thread's in order, the concurrent ones as a multiset; all as a multiset when a lane is unknown."""
+    want, have = [_signature(r) for r in cell.calls], [_signature(r) for r in got]
+    if cell.lanes is not None and lanes is not None and len(cell.lanes) == len(want) and len(lanes) == len(have):
+        ordered_want = [s for s, lane in zip(want, cell.lanes, strict=True) if lane == "m"]
+        ordered_have = [(i, s) for i, (s, lane) in enumerate(zip(have, lanes, strict=True), 1) if lane == "m"]
+        for k, (position, sig) in enumerate(ordered_have):
+            expected = ordered_want[k] if k < len(ordered_want) else "no further call"
+            if sig != expected:
+                raise RestoreDiverged(
+                    f"cell {cell.index} diverged at its tool call {position}: the replay called {sig}, but the "
+                    f"recorded sequence had {expected} there (the main thread's calls must come in the recorded "
+                    "order)", cell=cell.index, call=position)
+        want = [s for s, lane in zip(want, cell.lanes, strict=True) if lane == "c"]
+        have = [s for s, lane in zip(have, lanes, strict=True) if lane == "c"]
+        if len(ordered_want) > len(ordered_have):
+            raise RestoreDiverged(f"cell {cell.index} diverged: the replay ended without the recorded call "
+                                  f"{ordered_want[len(ordered_have)]}", cell=cell.index)
+    extra = collections.Counter(have) - collections.Counter(want)
+    missing = collections.Counter(want) - collections.Counter(have)
+    if extra or missing:
+        what = f"called {next(iter(extra))}" if extra else f"never called {next(iter(missing))}"
+        raise RestoreDiverged(f"cell {cell.index} diverged: the replay {what}, unlike the recorded calls "
+                              "(refused calls and built-ins count too)", cell=cell.index)
+
+
+def replay(session: Session, cells: list[CellRecord], budget_s: float) -> None:
+    """Run ``cells`` in the session's (fresh) kernel with recorded answers, within ``budget_s``
+    seconds (plus a grace to stop the cell running then); raises RestoreDiverged."""
     runtime = session.runtime
     responder = ReplayResponder(runtime.toolset)
     host = runtime.host  # the same bounds, so refusals replay as they happened
@@ -162,10 +249,25 @@ def replay(session: Session, cells: list[CellRecord]) -> None:
                              max_in_flight_per_session=host.max_in_flight_per_session)
     for name, tool in host.builtins.items():  # search_tools / describe_tool: answered again, they only read
         session._host.builtins.setdefault(name, tool)
+    deadline = time.monotonic() + budget_s
     try:
-        for cell in cells:
+        for done, cell in enumerate(cells):
+            left = deadline - time.monotonic()
+            own = cell.timeout_s or session.config.timeout_s
+            if left <= 0:
+                raise _over_budget(cell, done, cells, budget_s)
             responder.begin(cell)
-            result = session._run_cell(cell.code, cell.timeout_s, log=False)
+            result = session._run_cell(cell.code, min(own, left), log=False)
+            if result.termination == "timeout" and left < own:
+                raise _over_budget(cell, done, cells, budget_s)
             responder.finish(result)
     finally:
         session._host = None
+
+
+def _over_budget(cell: CellRecord, done: int, cells: list[CellRecord], budget_s: float) -> RestoreDiverged:
+    recorded = sum(c.duration_ms for c in cells) / 1000
+    return RestoreDiverged(
+        f"the rebuild passed its time budget of {budget_s:g} s at cell {cell.index} ({done} of {len(cells)} cells "
+        f"replayed; they took {recorded:.1f} s when recorded): the replay is slower than the original, so it "
+        "does not behave as recorded", cell=cell.index)

@@ -7,7 +7,6 @@ import asyncio
 import collections
 import functools
 import json
-import math
 import threading
 import time
 import weakref
@@ -29,6 +28,7 @@ from . import events as _events
 from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
+from ._replay import kernel_facts
 from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
@@ -263,11 +263,13 @@ class Session:
         """The host directory the code sees as its working directory."""
         return self._ensure().sandbox.workspace
 
-    def _ensure(self) -> KernelDriver:
+    def _ensure(self, timeout_s: float | None = None) -> KernelDriver:
+        """The session's kernel, started (or rebuilt, within a budget from ``timeout_s``: the time
+        limit of the run that asks) if need be."""
         if self.state == "closed":
             raise SessionClosed("the session is closed")
         if self._resume is not None:
-            _lifecycle.rebuild(self)
+            _lifecycle.rebuild(self, timeout_s)
             assert self._driver is not None
             return self._driver
         if self._driver is None or self._driver.dead:
@@ -291,7 +293,6 @@ class Session:
         if on_event is not None:
             return _events.run_with_events(self, code, timeout_s, on_event)
         return self._run(code, timeout_s, None)
-        _check_timeout(timeout_s)
 
     def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
         """``async for event in session.stream(code)``: the run's live events, ``done`` last."""
@@ -300,17 +301,15 @@ class Session:
         return _events.stream(self, code, timeout_s)
 
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
-        _check_timeout(timeout_s)
         with self._lock:
             self.last_used = time.monotonic()
             note = None
             if self._resume is not None:
                 self._interrupted = False
                 try:
-                    self._ensure()
+                    self._ensure(timeout_s)
                 except SnapshotError as exc:
-                    _lifecycle.forget_state(self)
-                    note = f"the earlier state could not be rebuilt, this run started empty: {exc}"
+                    note = _lifecycle.give_up(self, exc)
                 except ReplayInterrupted as exc:  # the state is kept for the next run; this code never ran
                     return ExecutionResult(
                         ok=False, termination="interrupted" if self._interrupted else "killed",
@@ -332,7 +331,7 @@ class Session:
 
         on_call = self._call_handler(driver, ledger)
 
-        timeout = timeout_s if timeout_s is not None else self.config.timeout_s
+        timeout = timeout_s or self.config.timeout_s
         if sink is not None:
             sink.attach(driver)  # a listener may interrupt the run from here ...
         outcome = driver.run(code, on_call, timeout,
@@ -367,7 +366,6 @@ class Session:
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         guard = _events._Guard(self.config.output_cap)
         began, ended = threading.Event(), threading.Event()  # the worker's, not the loop's, word
-        _check_timeout(timeout_s)
 
         def run() -> ExecutionResult:
             began.set()
@@ -532,18 +530,6 @@ class Session:
 
 def _note_workspace(driver: KernelDriver) -> None:
     """A pooled kernel's empty workspace, snapshotted while it waits: the first run of the session
-def _check_timeout(timeout_s: float | None) -> None:
-    """A run's ``timeout_s``: None (the config's) or a positive finite number of seconds; 0 is
-    refused rather than read as "the default"."""
-    if timeout_s is None:
-        return
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-        raise TypeError(f"timeout_s must be a number of seconds or None, not {type(timeout_s).__name__}")
-    if not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise ValueError(f"timeout_s must be a positive number of seconds (or None for the config's), "
-                         f"not {timeout_s!r}")
-
-
     that takes it then checks the workspace with one ``stat`` instead of a scan."""
     driver.prepared = snapshot(driver.sandbox.workspace)
 
@@ -586,10 +572,12 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                       value=bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value"))
         if done.final is not None:
             fields.update(final_answer=_shallow(done.final.get("value")), answered=True)
-    return ExecutionResult(ok=ok, termination=termination, error=error,
-                           calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
-                           duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
-                           restored=restored, **fields)
+    result = ExecutionResult(ok=ok, termination=termination, error=error,
+                             calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
+                             duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
+                             restored=restored, **fields)
+    result._facts = kernel_facts(done.facts) if done is not None else None
+    return result
 
 
 def _shallow(value: Any) -> Any:

@@ -65,6 +65,13 @@ class CellRecord(BaseModel):
     timeout_s: float | None = None
     #: False once the cell's effects are no longer in the namespace (recovery left it out).
     in_state: bool = True
+    #: What replay compares beyond the calls (None: not known, not compared): a digest of the
+    #: output, the lane of each call (``m`` the main thread's, in order; ``c`` concurrent), and the
+    #: threads and processes the cell left running.
+    output_digest: str | None = None
+    lanes: str | None = None
+    threads: int | None = None
+    children: int | None = None
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
@@ -76,10 +83,18 @@ class CellRecord(BaseModel):
             status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
         elif result.error is not None:
             status = "raised"
+        facts = result._facts or {}
         return cls(index=index, code=code, status=status, reason=reason, calls=records,
                    error_type=result.error.type if result.error else None,
                    error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
-                   timeout_s=timeout_s)
+                   timeout_s=timeout_s, output_digest=output_digest(result), lanes=facts.get("lanes"),
+                   threads=facts.get("threads"), children=facts.get("children"))
+
+
+def output_digest(result: ExecutionResult) -> str:
+    """What a run wrote, in short: equal for equal output (the kept text and whether it was cut)."""
+    text = json.dumps([result.stdout, result.stderr, result.stdout_truncated, result.stderr_truncated])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class SkippedCell(BaseModel):

@@ -332,6 +332,12 @@ class ToolHost:
             return dict(arguments)
         return route.spec.validate_arguments(arguments)
 
+    def arguments_for(self, tool: Tool, arguments: Any) -> dict[str, Any]:
+        """``arguments`` validated and converted as a call of ``tool`` passes them to it (and keys
+        them in the cache); raises ToolArgumentsError or ValueError as a call would be refused."""
+        route = self._route(tool)
+        return self._convert(route, self._validate(route, arguments))
+
     @staticmethod
     def _convert(route: _Route, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments in the types a Python tool's annotations ask for (pydantic, lax mode:

@@ -45,6 +45,9 @@ class SandboxConfig(BaseModel):
     disk_mb: int = Field(1024, ge=8, description="docker: size of the workspace filesystem (the host disk it may use)")
     runtime: Literal["runc", "runsc"] = Field("runc", description="docker: OCI runtime; runsc = gVisor")
     recover: bool = Field(False, description="after a run that lost the state, rebuild it (by replay) for the next")
+    rebuild_timeout_s: float = Field(300.0, gt=0, description="the longest a rebuild by replay (resume after a "
+                                     "suspension, recover, lazy restore) may take; a tighter budget comes from the "
+                                     "run that starts it and the recorded durations (docs/design-notes.md)")
     preload: tuple[str, ...] = Field((), description="modules every new kernel imports before its first run")
     seed: int | None = Field(None, description="seed `random` in every new kernel, so a session that uses it "
                              "can be replayed (snapshot/restore/fork/recover)")

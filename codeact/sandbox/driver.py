@@ -84,6 +84,7 @@ class DoneFrame:
     value: Any = None
     error: CodeErrorFrame | None = None
     final: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None  # for replay; checked by the runtime
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> DoneFrame:

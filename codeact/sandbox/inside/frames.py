@@ -80,7 +80,10 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
                    Field("stdout_truncated", "bool", required=False),
                    Field("stderr_truncated", "bool", required=False),
                    Field("value", "any", required=False), Field("error", "error", required=False, nullable=True),
-                   Field("final", "dict", required=False, nullable=True)),
+                   Field("final", "dict", required=False, nullable=True),
+                   # What replay compares (checked by the host): the lanes of the run's calls and
+                   # what the cell left running (threads, processes).
+                   Field("facts", "dict", required=False)),
 }
 
 #: Host → kernel.

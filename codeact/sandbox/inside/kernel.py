@@ -50,6 +50,10 @@ _MAX_TRACEBACK = 20000
 _MAX_VALUE = 256 * 1024
 _LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
 _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
+#: A run's call lanes are reported up to this many calls (past it: not at all), and its processes
+#: counted up to this many.
+_MAX_LANES = 100_000
+_MAX_PROCESSES = 1000
 _CHUNK_BYTES = 32  # what a chunk costs in an output frame beyond its text: ["stdout","…"],
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
 #: after this long (to see an interrupt frame; Docker's SIGINT needs no reader); shorter runs and
@@ -297,6 +301,43 @@ def _fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
     return done
 
 
+def _left_running(own: set[threading.Thread]) -> dict[str, Any]:
+    """What a cell left running, for replay to compare: the code's threads still alive, and its
+    processes (children, their descendants, and orphans the sandbox's init adopted; not zombies)."""
+    facts: dict[str, Any] = {"threads": sum(1 for t in threading.enumerate() if t not in own and t.is_alive()
+                                            and not isinstance(t, threading._DummyThread))}
+    try:
+        me = str(os.getpid())
+        todo = _children("self")
+        if os.getppid() == 1:  # the first process under an init, in a pid namespace of our own
+            todo += [pid for pid in _children("1") if pid != me]
+    except OSError:  # no /proc (or no children files): not reported
+        return facts
+    seen: set[str] = set()
+    while todo and len(seen) < _MAX_PROCESSES:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rpartition(b")")[2].split()[:1] == [b"Z"]:
+                    continue
+            todo += _children(pid)
+        except OSError:  # it ended meanwhile
+            seen.discard(pid)
+    facts["children"] = len(seen)
+    return facts
+
+
+def _children(pid: str) -> list[str]:
+    found: list[str] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+            found += f.read().decode().split()
+    return found
+
+
 class Kernel:
     """Executes cells in one namespace; talks to the host through a FrameSocket."""
 
@@ -321,6 +362,9 @@ class Kernel:
         for fd in self.read_fds.values():
             self.pending_output.register(fd, select.POLLIN)
         self.final: list[Any] = []
+        #: The lane of each call this run sent, in sending order (see ``_lane``); None between runs.
+        self.lanes: list[str] | None = None
+        self.own_threads: set[threading.Thread] = set()  # main, reader, drainer: not the code's
         self.live_lock = threading.Lock()  # one flush at a time, so output frames keep their order
         self.live_id: str | None = None
         self.live_flushed = 0.0
@@ -358,6 +402,16 @@ class Kernel:
             data = protocol.encode(_fitted(message, self.max_frame))
         with self.write_lock:
             self.channel.sock.sendall(data)
+            if self.lanes is not None and message.get("type") == "call":
+                self.lanes.append(self._lane())
+
+    def _lane(self) -> str:
+        """``m``: a call of the main thread's own code, which waits for it (so these are ordered);
+        ``c``: one of a thread, ``parallel`` or an event loop (concurrent, in no fixed order)."""
+        if threading.get_ident() != self.reading.main:
+            return "c"
+        aio = sys.modules.get("asyncio")
+        return "c" if aio is not None and aio.events._get_running_loop() is not None else "m"
 
     def dispatch(self, message: dict[str, Any]) -> None:
         """Act on one frame from the host, whichever thread read it."""
@@ -517,6 +571,7 @@ class Kernel:
         self.final.clear()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.writers
+        self.lanes = []
         self.reading.run_started()
         try:
             value, exc = self._execute(source, filename)
@@ -555,6 +610,10 @@ class Kernel:
         for name, stream in self.output.streams.items():
             done[name] = "".join(stream.parts)
             done[f"{name}_truncated"] = stream.truncated
+        lanes, self.lanes = self.lanes, None
+        done["facts"] = _left_running(self.own_threads)
+        if lanes is not None and len(lanes) <= _MAX_LANES:
+            done["facts"]["lanes"] = "".join(lanes)
         return done
 
     def setup(self, message: dict[str, Any]) -> None:
@@ -594,6 +653,7 @@ class Kernel:
         os.register_at_fork(after_in_child=self._forked)
         threading.Thread(target=self.reading.reader, name="codeact-reader", daemon=True).start()
         threading.Thread(target=self._drainer, name="codeact-drainer", daemon=True).start()
+        self.own_threads = set(threading.enumerate())
         self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
         while True:
             request = self.reading.next_request()

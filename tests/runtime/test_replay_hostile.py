@@ -1,0 +1,131 @@
+"""Replay that behaves otherwise than recorded is caught (issue 25, finding 11): cells that tell a
+replay apart (here by a workspace file the host writes, which a replay's fresh workspace lacks
+until the saved files are laid after it) must diverge, never run a tool twice or run unbounded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from codeact import RestoreDiverged, Runtime, SandboxConfig, Session, tool
+
+LIVE = "import os\nlive = os.path.exists('live')\n"
+
+
+@pytest.fixture
+def hits() -> list[object]:
+    return []
+
+
+@pytest.fixture
+def rt(docker_image: str, hits: list[object]) -> Iterator[Runtime]:
+    @tool
+    def ping(n: int) -> int:
+        """Count a call on the host.
+
+        Args:
+            n: Any number.
+        """
+        hits.append(n)
+        return n
+
+    config = SandboxConfig(backend="docker", timeout_s=10, grace_s=1, policy="none")
+    with Runtime([ping], config) as runtime:
+        yield runtime
+
+
+def _live(session: Session) -> Session:
+    (session.workspace / "live").write_text("1")
+    return session
+
+
+def test_a_replay_only_thread_calling_a_tool_diverges_and_the_tool_runs_once(rt: Runtime, hits: list[object]) -> None:
+    with _live(rt.session()) as s:
+        assert s.run(LIVE + "import threading, time\ny = ping(1)\nif not live:\n"
+                     "    threading.Thread(target=lambda: (time.sleep(1), ping(2)), daemon=True).start()").ok
+        assert s.suspend()
+        after = s.run("import time\ntime.sleep(2.5)\n'y' in globals()")
+        assert after.ok and after.value is False and after.calls == [], after
+        assert after.reason is not None and "1 threads running on replay, 0 when recorded" in after.reason
+        assert hits == [1]  # the thread never called for real
+
+
+def test_cells_slow_only_on_replay_end_within_the_budget(docker_image: str) -> None:
+    config = SandboxConfig(backend="docker", timeout_s=2, grace_s=1, policy="none")
+    with Runtime([], config) as runtime, _live(runtime.session()) as s:
+        for i in range(8):
+            assert s.run(LIVE + f"import time\nif not live:\n    time.sleep(1.5)\nx{i} = {i}").ok
+        assert s.suspend()
+        began = time.monotonic()
+        after = s.run("'x0' in globals(), open('live').read()")
+        took = time.monotonic() - began
+        assert after.ok and after.value == [False, "1"], after  # the namespace given up, the files kept
+        assert after.reason is not None and "time budget of 2 s at cell 2" in after.reason, after.reason
+        assert "kept: the records of its cells" in after.reason and "1 workspace files" in after.reason
+        assert took < 8  # two sandbox starts and the budget, not 8 cells × 1.5 s
+
+
+def test_rebuild_timeout_caps_an_honest_but_slow_rebuild(tmp_path: Path) -> None:
+    config = SandboxConfig(backend="local", timeout_s=10, policy="none", rebuild_timeout_s=0.5)
+    with Runtime([], config) as runtime, runtime.session() as s:
+        assert s.run("import time\ntime.sleep(0.4)\na = 1").ok and s.run("time.sleep(0.4)\nb = 2").ok
+        assert s.suspend()
+        after = s.run("'a' in globals()")
+        assert after.value is False and after.reason is not None and "time budget of 0.5 s" in after.reason
+
+
+def test_reordered_sequential_calls_diverge(rt: Runtime) -> None:
+    with _live(rt.session()) as s:
+        assert s.run(LIVE + "got = [ping(n) for n in ((1, 2) if live else (2, 1))]").ok
+        with pytest.raises(RestoreDiverged, match=r"at its tool call 1: the replay called ping.*recorded order"):
+            rt.restore(s.snapshot())
+
+
+def test_other_output_on_replay_diverges(rt: Runtime) -> None:
+    with _live(rt.session()) as s:
+        assert s.run(LIVE + "print('live' if live else 'replay')").ok
+        with pytest.raises(RestoreDiverged, match="cell 1 diverged: it wrote other output on replay"):
+            rt.restore(s.snapshot())
+
+
+class Box(BaseModel):
+    w: float
+    h: float
+
+
+def test_the_cache_refilled_by_a_restore_keys_on_converted_arguments(docker_image: str) -> None:
+    runs: list[str] = []
+
+    @tool(cacheable=True)
+    def scale(x: float) -> float:
+        """Twice x.
+
+        Args:
+            x: A number.
+        """
+        runs.append("scale")
+        return 2 * x
+
+    @tool(cacheable=True)
+    def area(box: Box) -> float:
+        """The area of a box.
+
+        Args:
+            box: The box.
+        """
+        runs.append("area")
+        return box.w * box.h
+
+    code = "scale(2), area({'w': 2, 'h': 3})"
+    with Runtime([scale, area], SandboxConfig(backend="docker", policy="none")) as runtime:
+        with runtime.session() as s:
+            assert s.run(code).value == [4.0, 6.0]
+            snap = s.snapshot()
+        with runtime.restore(snap) as restored:
+            again = restored.run(code)
+            assert again.value == [4.0, 6.0] and all(c.cached for c in again.calls), again.calls
+            assert runs == ["scale", "area"]
