@@ -47,6 +47,26 @@ def test_every_frame_the_host_sends_is_declared() -> None:
         assert keys <= set(FROM_HOST[kind]), f"driver.py:{line}: undeclared keys {keys - set(FROM_HOST[kind])}"
 
 
+def test_the_host_sends_every_frame_declared_for_it() -> None:
+    # A frame declared and handled but never sent (``shutdown`` was) is dead protocol: a graceful
+    # close is the channel's EOF instead (see test_a_closed_channel_ends_the_kernel).
+    assert {kind for kind, _, _ in _frames_built(DRIVER)} == set(FROM_HOST)
+
+
+def test_a_closed_channel_ends_the_kernel() -> None:
+    from codeact import SandboxConfig
+    from codeact.sandbox.pool import open_kernel
+
+    kernel = open_kernel(SandboxConfig(backend="local", policy="none"), "")
+    try:
+        assert kernel.run("import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()",
+                          lambda *a: None, 10, output_cap=100, output_limit=1000, grace_s=1).termination == "completed"
+        kernel.sandbox.channel.sock.close()
+        assert kernel.sandbox._proc.wait(10) == 0  # type: ignore[attr-defined]  # by itself, not killed
+    finally:
+        kernel.sandbox.close()
+
+
 def test_the_kernel_handles_every_host_frame() -> None:
     source = (INSIDE / "kernel.py").read_text()
     for kind in FROM_HOST:

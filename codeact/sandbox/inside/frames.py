@@ -98,7 +98,6 @@ FROM_HOST: dict[str, dict[str, Field]] = {
     # Set names to JSON values (a batch's ``item``): nothing is evaluated; answered by ``bound``.
     "bind": _frame(Field("values", "dict")),
     "interrupt": _frame(),
-    "shutdown": _frame(),
 }
 
 #: Every frame type of either direction.

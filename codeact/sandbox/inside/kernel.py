@@ -425,8 +425,6 @@ class Kernel:
         elif kind == "interrupt":
             if self.running:
                 os.kill(os.getpid(), signal.SIGINT)
-        elif kind == "shutdown":
-            os._exit(0)
 
     def _drainer(self) -> None:
         names = {fd: name for name, fd in self.read_fds.items()}

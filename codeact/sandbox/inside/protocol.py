@@ -5,7 +5,8 @@ object with a ``type`` key. No pickle, ever: the sandbox is hostile, so the host
 frame's size before reading it and validates every message after decoding it.
 
 Kernel → host: ``hello``, ``call``, ``output``, ``done``, ``ready``, ``bound``. Host → kernel:
-``setup``, ``run``, ``result``, ``interrupt``, ``shutdown``, ``reset``, ``bind``.
+``setup``, ``run``, ``result``, ``interrupt``, ``reset``, ``bind``. There is no shutdown frame: the
+host ends a kernel by closing the channel (the kernel exits at its EOF) or by killing it.
 
 The kernel handles ``setup``, ``run``, ``reset`` and ``bind`` one at a time, in order, on its main
 thread; each is answered by exactly one frame:
