@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +20,17 @@ def serve_mcp_command(
     tool_spec: Annotated[list[Path] | None, typer.Option("--tool-spec", help="JSON list of tool definitions")] = None,
     http: Annotated[bool, typer.Option("--http", help="streamable HTTP on 127.0.0.1 instead of stdio")] = False,
     port: Annotated[int, typer.Option(help="HTTP port")] = 8000,
+    unix: Annotated[Path | None, typer.Option(
+        "--unix", help="HTTP on this Unix socket (mode 0600) instead of a port")] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", help="the bearer token clients must send (default: $CODEACT_MCP_TOKEN, else a new one, "
+                        "printed once to stderr and written to a 0600 file)")] = None,
+    no_auth: Annotated[bool, typer.Option("--no-auth", help="accept requests without a token (any local "
+                                                             "process or user can then run code)")] = False,
+    # defaults: the agent's DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_S (not imported: the SDK loads slowly)
+    max_sessions: Annotated[int, typer.Option(help="live MCP sessions at most (HTTP; more get 503)")] = 8,
+    session_idle: Annotated[float, typer.Option(help="seconds an MCP session may go without a request before "
+                                                     "it ends and its Python session closes (HTTP)")] = 1800.0,
     backend: Annotated[str, typer.Option(help="docker or local")] = "docker",
     timeout: Annotated[float, typer.Option(help="seconds per code run")] = 30.0,
     memory: Annotated[int, typer.Option(help="memory limit in MB")] = 512,
@@ -32,6 +44,9 @@ def serve_mcp_command(
     from ..agent.mcp_server import serve_mcp
     from ..runtime.session import Runtime
 
+    over_http = http or unix is not None
+    if over_http:
+        _check_http_flags(token, no_auth, max_sessions, session_idle)
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
     with machine_stdout():  # a tools file printing at import time; the stdio transport guards calls
         toolset = load_toolset(tools or [], tool_spec or [])
@@ -41,7 +56,27 @@ def serve_mcp_command(
             say_unavailable(exc)
             raise typer.Exit(3) from None
     with Runtime(toolset, config) as runtime:
-        serve_mcp(runtime, transport="http" if http else "stdio", host="127.0.0.1", port=port)
+        if not over_http:
+            serve_mcp(runtime)
+            return
+        serve_mcp(runtime, transport="http", host="127.0.0.1", port=port, unix=unix, token=token,
+                  auth=not no_auth, max_sessions=max_sessions, session_idle_s=session_idle)
+
+
+def _check_http_flags(token: str | None, no_auth: bool, max_sessions: int, session_idle: float) -> None:
+    """One-line usage errors for the HTTP flags (a bad token from the environment included)."""
+    from ..agent.mcp_server import TOKEN_ENV, token_problem
+
+    if no_auth and token is not None:
+        raise typer.BadParameter("--token and --no-auth contradict each other")
+    given = ("--token", token) if token is not None else (f"${TOKEN_ENV}", os.environ.get(TOKEN_ENV) or None)
+    problem = None if no_auth or given[1] is None else token_problem(given[1])
+    if problem:
+        raise typer.BadParameter(f"{given[0]}: {problem}")
+    if max_sessions < 1:
+        raise typer.BadParameter(f"--max-sessions must be at least 1 (got {max_sessions})")
+    if not 0 < session_idle < float("inf"):
+        raise typer.BadParameter(f"--session-idle must be a positive number of seconds (got {session_idle:g})")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,27 +6,26 @@ workspace files; the sandbox config and image; the tool set's fingerprint. Resto
 cells with every tool call answered from those records (see ``_replay``), then lays the saved
 files over the workspace.
 
-On disk a snapshot is one JSON object ``{"format", "version", "key_id", "mac", "payload"}``;
-``payload`` is the zlib-compressed snapshot JSON in base64 and ``mac`` an HMAC-SHA256 over the
-header and the payload, keyed by a host key that the sandbox never sees (by default
+On disk a snapshot is a header line ``{"format", "version", "key_id", "mac"}`` and then the
+zlib-compressed snapshot JSON (see ``_snapshot_file``); ``mac`` is an HMAC-SHA256 over the header
+and the body, keyed by a host key that the sandbox never sees (by default
 the cache directory's ``snapshot.key``: ``$CODEACT_CACHE``, else
-``$XDG_CACHE_HOME/codeact``, else ``~/.cache/codeact``; made on first use, mode 0600). A file that fails any
-check is refused whole with :class:`~codeact.errors.SnapshotInvalid`.
+``$XDG_CACHE_HOME/codeact``, else ``~/.cache/codeact``; made on first use, mode 0600), and is checked
+in one streaming pass before anything of the body is inflated or parsed. Files are written 0600. A
+file that fails any check is refused whole with :class:`~codeact.errors.SnapshotInvalid`.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
-import hmac
 import json
 import os
 import secrets
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,11 +34,12 @@ from ..errors import SnapshotError, SnapshotInvalid
 from ..results import ExecutionResult, ToolCallRecord
 from ..sandbox.base import SandboxConfig
 from ..tool_stubs import ToolSpec
+from ._snapshot_file import read_signed, write_signed
 
 __all__ = ["CellRecord", "SkippedCell", "Snapshot", "SnapshotFile", "default_key_path", "host_key",
            "toolset_fingerprint"]
 
-FORMAT = "codeact-snapshot"
+#: The version of the snapshot's own fields (the file's format has its own, ``_snapshot_file``).
 VERSION = 1
 #: The largest snapshot file ``load`` reads, and the largest payload it inflates.
 MAX_FILE_BYTES = 1 << 30
@@ -138,14 +138,7 @@ class Snapshot(BaseModel):
         """Write the snapshot, authenticated with ``key`` (default: this host's key)."""
         secret = key if key is not None else host_key()
         payload = zlib.compress(self.model_dump_json().encode(), 6)
-        header = {"format": FORMAT, "version": VERSION, "key_id": key_id(secret)}
-        document = {**header, "mac": _mac(secret, header, payload),
-                    "payload": base64.b64encode(payload).decode()}
-        target = Path(path)
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-        temp.write_text(json.dumps(document))
-        os.replace(temp, target)  # a reader never sees half a file
-        return target
+        return write_signed(path, payload, secret)  # mode 0600, atomically
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, key: bytes | None = None,
@@ -154,61 +147,11 @@ class Snapshot(BaseModel):
         the file is not a snapshot, of another version, signed with another key, or modified, or
         when the file or its inflated payload is over ``max_bytes``."""
         secret = key if key is not None else host_key()
-        where = Path(path)
+        text = read_signed(path, secret, max_bytes)  # authenticated before a byte is inflated
         try:
-            size = where.stat().st_size
-            data = where.read_bytes() if size <= max_bytes else b""
-        except OSError as exc:
-            raise SnapshotInvalid(f"cannot read snapshot {where}: {exc.strerror or exc}") from None
-        if size > max_bytes:
-            raise SnapshotInvalid(f"{where}: {size} bytes is over the snapshot limit of {max_bytes}")
-        try:
-            document = json.loads(data)
-        except ValueError:
-            raise SnapshotInvalid(f"{where} is not a codeact snapshot (not JSON)") from None
-        return cls._authenticated(document, secret, str(where), max_bytes)
-
-    @classmethod
-    def _authenticated(cls, document: Any, secret: bytes, where: str, max_bytes: int) -> Snapshot:
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise SnapshotInvalid(f"{where} is not a codeact snapshot")
-        version = document.get("version")
-        if version != VERSION:
-            raise SnapshotInvalid(f"{where} is a snapshot of format version {version!r}; this codeact reads "
-                                  f"version {VERSION}")
-        header = {"format": FORMAT, "version": VERSION, "key_id": document.get("key_id")}
-        mac, encoded = document.get("mac"), document.get("payload")
-        if not isinstance(mac, str) or not isinstance(encoded, str):
-            raise SnapshotInvalid(f"{where} is a damaged snapshot (no mac or payload)")
-        try:
-            payload = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            raise SnapshotInvalid(f"{where} is a damaged snapshot (payload is not base64)") from None
-        if not hmac.compare_digest(mac, _mac(secret, header, payload)):
-            if header["key_id"] != key_id(secret):
-                raise SnapshotInvalid(
-                    f"{where} was signed with another key (key id {str(header['key_id'])[:16]!r}, this host's "
-                    f"is {key_id(secret)!r}); load it with the key that saved it")
-            raise SnapshotInvalid(f"{where} was modified after it was saved (authentication failed)")
-        try:
-            inflater = zlib.decompressobj()
-            text = inflater.decompress(payload, max_bytes)
-            if inflater.unconsumed_tail:
-                raise SnapshotInvalid(f"{where}: the payload inflates past the snapshot limit of {max_bytes} bytes")
             return cls.model_validate_json(text)
-        except (zlib.error, ValidationError) as exc:  # authentic but unreadable: a version skew
-            raise SnapshotInvalid(f"{where}: authentic but unreadable snapshot: {str(exc)[:300]}") from None
-
-
-def _mac(secret: bytes, header: dict[str, Any], payload: bytes) -> str:
-    signer = hmac.new(secret, json.dumps(header, sort_keys=True).encode() + b"\n", hashlib.sha256)
-    signer.update(payload)
-    return signer.hexdigest()
-
-
-def key_id(secret: bytes) -> str:
-    """A short public name of a key (not the key): tells a foreign snapshot from a modified one."""
-    return hashlib.sha256(b"codeact-snapshot-key\0" + secret).hexdigest()[:16]
+        except ValidationError as exc:  # authentic but unreadable: a version skew
+            raise SnapshotInvalid(f"{path}: authentic but unreadable snapshot: {str(exc)[:300]}") from None
 
 
 def default_key_path() -> Path:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -105,11 +107,15 @@ def _free_port() -> int:
 
 def test_streamable_http_server(tools_file: Path, tmp_path: Path) -> None:
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     port = _free_port()
+    token = "http-test-" + secrets.token_hex(16)
     with (tmp_path / "http.log").open("w") as log:
         proc = subprocess.Popen([CODEACT, "serve-mcp", "--http", "--port", str(port), "--tools", str(tools_file),
-                                 "--backend", "local"], stdout=log, stderr=subprocess.STDOUT)
+                                 "--backend", "local"], stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "CODEACT_MCP_TOKEN": token})
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         deadline = time.monotonic() + 30
@@ -122,7 +128,8 @@ def test_streamable_http_server(tools_file: Path, tmp_path: Path) -> None:
                 time.sleep(0.1)
 
         async def main() -> None:
-            async with Client(url) as client:
+            async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http, \
+                    Client(streamable_http_client(url, http_client=http)) as client:
                 await exercise(client.session)
 
         asyncio.run(asyncio.wait_for(main(), 60))

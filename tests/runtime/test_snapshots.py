@@ -171,18 +171,17 @@ def test_tampered_foreign_and_alien_files_are_refused(rt: Runtime, key: bytes, t
     with rt.session() as s:
         s.run("x = fetch_item(2)")
         path = s.snapshot().save(tmp_path / "s.snap", key=key)
-    document = json.loads(path.read_text())
-    payload = bytearray(__import__("base64").b64decode(document["payload"]))
+    line, body = path.read_bytes().split(b"\n", 1)  # the header line, then the compressed body
+    payload = bytearray(body)
     payload[len(payload) // 2] ^= 1
-    document["payload"] = __import__("base64").b64encode(bytes(payload)).decode()
     tampered = tmp_path / "tampered.snap"
-    tampered.write_text(json.dumps(document))
+    tampered.write_bytes(line + b"\n" + payload)
     with pytest.raises(SnapshotInvalid, match="modified after it was saved"):
         Snapshot.load(tampered, key=key)
     with pytest.raises(SnapshotInvalid, match="signed with another key"):
         Snapshot.load(path, key=b"another host's key, 32 bytes...")
     newer = tmp_path / "newer.snap"
-    newer.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
+    newer.write_bytes(json.dumps({**json.loads(line), "version": 99}).encode() + b"\n" + body)
     with pytest.raises(SnapshotInvalid, match="version 99"):
         Snapshot.load(newer, key=key)
     alien = tmp_path / "alien.snap"
@@ -366,7 +365,7 @@ def test_cli_exec_session_file_continues_across_invocations(backend: str, tmp_pa
     second = exec_("n = len(city())\n(city(), n)")
     assert second["value"] == ["Pittsburgh", 10] and second["calls"] == []
     assert exec_("n * 2")["value"] == 20
-    session_file.write_text(session_file.read_text().replace('"mac": "', '"mac": "0'))
+    session_file.write_bytes(session_file.read_bytes().replace(b'"mac":"', b'"mac":"0', 1))
     proc = subprocess.run([sys.executable, "-m", "codeact.cli", "exec", "-", "--backend", backend,
                            "--session", str(session_file)], input="1", capture_output=True, text=True,
                           timeout=120, env=env, cwd=root)
