@@ -47,6 +47,8 @@ def serve_mcp_command(
     over_http = http or unix is not None
     if over_http:
         _check_http_flags(token, no_auth, max_sessions, session_idle)
+    if unix is not None:
+        _check_socket_path(unix)
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
     with machine_stdout():  # a tools file printing at import time; the stdio transport guards calls
         toolset = load_toolset(tools or [], tool_spec or [])
@@ -77,6 +79,16 @@ def _check_http_flags(token: str | None, no_auth: bool, max_sessions: int, sessi
         raise typer.BadParameter(f"--max-sessions must be at least 1 (got {max_sessions})")
     if not 0 < session_idle < float("inf"):
         raise typer.BadParameter(f"--session-idle must be a positive number of seconds (got {session_idle:g})")
+
+
+def _check_socket_path(path: Path) -> None:
+    """A path a Unix socket can be made at: short enough, in a directory, not another file."""
+    if len(os.fsencode(path)) >= 108:  # sun_path holds 108 bytes, the final NUL included
+        raise typer.BadParameter(f"--unix: {path} is too long for a socket path (at most 107 bytes)")
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"--unix: no such directory: {path.parent}")
+    if path.is_symlink() or (path.exists() and not path.is_socket()):
+        raise typer.BadParameter(f"--unix: {path} exists and is not a socket")
 
 
 def register(app: typer.Typer) -> None:

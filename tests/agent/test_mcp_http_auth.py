@@ -266,6 +266,8 @@ def test_the_cli_without_auth_warns_and_rejects_bad_flags(tmp_path: Path) -> Non
         (["--token", "x" * 20, "--no-auth"], {}, "--token and --no-auth contradict each other"),
         ([], {"CODEACT_MCP_TOKEN": "has a space in it!"}, "$CODEACT_MCP_TOKEN: the token must be printable ASCII"),
         (["--max-sessions", "0"], {}, "--max-sessions must be at least 1"),
+        (["--unix", str(tmp_path / ("s" * 120))], {}, "is too long for a socket path"),
+        (["--unix", str(tmp_path)], {}, "exists and is not a socket"),
     ]:
         done = subprocess.run([CODEACT, "serve-mcp", "--http", "--backend", "local", *args], capture_output=True,
                               text=True, env={**os.environ, **env}, timeout=60)
