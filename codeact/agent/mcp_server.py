@@ -60,13 +60,14 @@ class CodeActMCP:
         self.max_observation_chars = max_observation_chars
         self.per_connection = per_connection
         self._sessions: dict[str | None, Session] = {}  # MCP session id (None: the one shared) → session
+        self._closing: set[Session] = set()
         self._lock = threading.Lock()
 
     @property
     def live_sessions(self) -> int:
-        """How many codeact sessions are open."""
+        """How many codeact sessions are open (one being closed included, until it is)."""
         with self._lock:
-            return sum(1 for s in self._sessions.values() if s.state != "closed")
+            return sum(1 for s in self._sessions.values() if s.state != "closed") + len(self._closing)
 
     def session(self, ctx: Context | None = None) -> Session:
         """The caller's session, opened on first use."""
@@ -92,8 +93,14 @@ class CodeActMCP:
     async def _end(self, key: str | None) -> None:
         with self._lock:
             session = self._sessions.pop(key, None)
-        if session is not None:
+            if session is None:
+                return
+            self._closing.add(session)  # still counted live until closed
+        try:
             await asyncio.to_thread(session.close)
+        finally:
+            with self._lock:
+                self._closing.discard(session)
 
     async def execute_python(self, code: Code, ctx: Context) -> Annotated[CallToolResult, ExecutionResult]:
         session = self.session(ctx)

@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from codeact import ExecutionResult, Runtime, SandboxConfig
+from codeact import ExecutionResult, Runtime, SandboxConfig, Session
 from codeact.agent.mcp_server import CodeActMCP, HttpOptions, build_http_app
 from tests.servers.util import free_port, wait_for_port
 
@@ -39,9 +39,23 @@ LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 class Served:
     """A guarded MCP app served by uvicorn in a thread on 127.0.0.1."""
 
-    def __init__(self, tools: CodeActMCP, port: int, server: uvicorn.Server, thread: threading.Thread) -> None:
+    def __init__(self, tools: CodeActMCP, port: int, server: uvicorn.Server, thread: threading.Thread,
+                 opened: list[Session]) -> None:
         self.tools, self.port, self.server, self.thread = tools, port, server, thread
         self.url = f"http://127.0.0.1:{port}/mcp"
+        self.opened = opened  # every codeact session the server opened
+
+
+def recording(runtime: Runtime, opened: list[Session]) -> None:
+    """Keep each session ``runtime`` opens in ``opened``."""
+    plain = runtime.session
+
+    def session(**options: Any) -> Session:
+        made = plain(**options)
+        opened.append(made)
+        return made
+
+    runtime.session = session  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -51,12 +65,14 @@ def serve() -> Iterator[Callable[..., Served]]:
     def start(**options: Any) -> Served:
         port = free_port()
         runtime = Runtime([], LOCAL)
+        opened: list[Session] = []
+        recording(runtime, opened)
         app, tools = build_http_app(runtime, HttpOptions(port=port, token=options.pop("token", TOKEN), **options))
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, name="mcp-http", daemon=True)
         thread.start()
         wait_for_port(port)
-        served = Served(tools, port, server, thread)
+        served = Served(tools, port, server, thread, opened)
         started.append((runtime, served))
         return served
 
@@ -184,6 +200,7 @@ def test_two_clients_have_separate_namespaces(serve: Callable[..., Served]) -> N
     while served.tools.live_sessions and time.monotonic() < deadline:
         time.sleep(0.05)
     assert served.tools.live_sessions == 0
+    assert len(served.opened) == 2 and {s.state for s in served.opened} == {"closed"}
 
 
 def test_sessions_past_the_cap_are_refused_and_an_idle_one_is_freed(serve: Callable[..., Served]) -> None:
@@ -198,7 +215,8 @@ def test_sessions_past_the_cap_are_refused_and_an_idle_one_is_freed(serve: Calla
         deadline = time.monotonic() + 20  # neither session gets a request: both expire
         while served.tools.live_sessions and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert served.tools.live_sessions == 0  # their codeact sessions were closed
+        assert served.tools.live_sessions == 0
+        assert len(served.opened) == 2 and {s.state for s in served.opened} == {"closed"}
         gone = first.post(rpc("tools/call", {"name": "execute_python", "arguments": {"code": "x"}}, id=3))
         assert gone.status_code == 404
         third = RawSession(served.url, client)  # room again
