@@ -68,10 +68,7 @@ class KeptRun:
             if builtin_pages and record.name == READ_RESULT and record.ok and _is_page(result):
                 result = page_place(result)
                 records[i] = pages[record.id] = record.model_copy(update={"result": result})
-            if record.ok:
-                size += json_size(result)
-            elif record.error is not None:
-                size += len(record.error.message) + _SCALAR_COST
+            size += _outcome_size(record, result)
         self.records, self.bytes, self.pages = records, size, pages
 
     def for_history(self, result: ExecutionResult) -> ExecutionResult:
@@ -85,9 +82,13 @@ class KeptRun:
 
 def cell_bytes(cell: CellRecord) -> int:
     """What a cell's records cost, measured as :class:`KeptRun` measures a run."""
-    return sum(RECORD_COST + json_size(r.arguments) + (json_size(r.result) if r.ok else
-                                                         len(r.error.message) if r.error else 0)
-               for r in cell.calls)
+    return sum(RECORD_COST + json_size(r.arguments) + _outcome_size(r) for r in cell.calls)
+
+
+def _outcome_size(record: ToolCallRecord, result: Any = None) -> int:
+    if record.ok:
+        return json_size(record.result if result is None else result)
+    return len(record.error.message) + _SCALAR_COST if record.error is not None else 0
 
 
 class RecordBudget:

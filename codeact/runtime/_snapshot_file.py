@@ -102,7 +102,7 @@ def read_signed(path: str | os.PathLike[str], secret: bytes, max_bytes: int) -> 
             raise SnapshotInvalid(f"{where} was modified after it was saved (authentication failed)")
         stream.seek(start)
         signer = _signer(secret, header)
-        text = _inflate(stream, signer, max_bytes, where)
+        text = _inflate(stream, signer, max_bytes - start, max_bytes, where)
         if not hmac.compare_digest(mac, signer.hexdigest()):
             raise SnapshotInvalid(f"{where} changed while it was read (authentication failed)")
     return text
@@ -144,12 +144,17 @@ def _hash_body(stream: Any, signer: hmac.HMAC, limit: int, where: str) -> None:
         signer.update(chunk)
 
 
-def _inflate(stream: Any, signer: hmac.HMAC, max_bytes: int, where: str) -> bytearray:
-    """Read the body again, hashing and inflating it (at most ``max_bytes`` of text)."""
+def _inflate(stream: Any, signer: hmac.HMAC, limit: int, max_bytes: int, where: str) -> bytearray:
+    """Read the body again (at most ``limit`` bytes of it), hashing and inflating it (at most
+    ``max_bytes`` of text)."""
     inflater = zlib.decompressobj()
     text = bytearray()
+    seen = 0
     try:
         while chunk := stream.read(CHUNK):
+            seen += len(chunk)
+            if seen > limit:
+                raise SnapshotInvalid(f"{where} is over the snapshot limit (it grew while it was read)")
             signer.update(chunk)
             text += inflater.decompress(chunk, max_bytes - len(text) + 1)
             if len(text) > max_bytes:

@@ -231,7 +231,8 @@ class Session:
 
     @property
     def cells(self) -> list[CellRecord]:
-        """The runs that built the namespace, with full call records: what snapshots replay."""
+        """The runs that built the namespace, with their call records: what snapshots replay. A run
+        whose records are over the runtime's record budgets is kept inexact without them (``_retained``)."""
         self._settle()
         return self._cells
 

@@ -114,6 +114,9 @@ def test_the_session_budget_fires_and_a_forgetting_reset_frees_it() -> None:
         reason = s.cells[2].reason or ""
         assert "over its budget of 60,000 bytes" in reason and "max_session_record_bytes" in reason
         assert [k.index for k in s.skipped] == [3]
+        with rt.restore(s.snapshot(allow_inexact=True)) as restored:  # its two cells count there too
+            restored.run(runs)
+            assert [c.status for c in restored.cells] == ["completed", "completed", "inexact"]
         s._reset(forget=True)  # a batch worker's reset: its cells leave, and so do their bytes
         s.run(runs)
         s.run(runs)

@@ -4,6 +4,7 @@ chunk; files are written 0600 whatever the umask; version 1 files and FIFOs are 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from codeact import SandboxConfig, Snapshot, SnapshotInvalid
-from codeact.runtime._snapshot_file import CHUNK, key_id
+from codeact.runtime._snapshot_file import CHUNK, _hash_body, _inflate, _signer, key_id
 from codeact.runtime.snapshot import CellRecord, SnapshotFile
 
 KEY = b"k" * 32
@@ -116,3 +117,15 @@ def test_a_fifo_where_the_file_was_is_refused_at_once(tmp_path: Path) -> None:
             Snapshot.load(fifo, key=KEY)
     finally:
         writer.cancel()
+
+
+def test_a_file_that_grows_while_it_is_read_is_refused() -> None:
+    """Both passes stop at the size the file had when it was opened (its bytes past it were
+    appended meanwhile): neither reads on without end."""
+    body = zlib.compress(b"{}")
+    signer = _signer(KEY, {"format": "codeact-snapshot"})
+    with pytest.raises(SnapshotInvalid, match="grew while it was read"):
+        _hash_body(io.BytesIO(body + bytes(CHUNK)), signer, len(body), "f")
+    with pytest.raises(SnapshotInvalid, match="grew while it was read"):
+        _inflate(io.BytesIO(body + bytes(CHUNK)), signer, len(body), 1 << 20, "f")
+    assert _inflate(io.BytesIO(body), signer, len(body), 1 << 20, "f") == b"{}"
