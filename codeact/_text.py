@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["one_line", "parse_retry_after", "retry_after_seconds"]
+__all__ = ["one_line", "parse_retry_after", "retry_after_seconds", "valid_json", "valid_text"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each surrogate code point (text no UTF-8 writer can encode) replaced by
+    U+FFFD; ``text`` itself when it holds none (an ASCII text costs one flag check)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def valid_json(value: Any) -> Any:
+    """A JSON value (dicts, lists or tuples, scalars) with :func:`valid_text` applied to every
+    string, keys included (a tuple becomes a list); other objects are returned as they are."""
+    if type(value) is str:
+        return valid_text(value)
+    if type(value) in (list, tuple):
+        return [valid_json(item) for item in value]
+    if type(value) is dict:
+        return {valid_text(k) if type(k) is str else k: valid_json(v) for k, v in value.items()}
+    return value
 
 
 def one_line(text: str, limit: int = 500) -> str:

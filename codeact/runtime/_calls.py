@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from .._text import valid_json, valid_text
 from ..errors import ToolError
 from ..results import ToolCallError, ToolCallRecord, bounded_value
 from ..sandbox.inside.protocol import MAX_DEPTH, RefusedArguments, too_deep
@@ -21,8 +22,12 @@ from .toolset import Tool
 def _jsonable(name: str, value: Any) -> Any:
     """A tool's value as JSON data (pydantic's conversions: sets, dates, models, ...); ToolError
     when it cannot be one, NaN and Infinity included: JSON has no such numbers and the sandbox
-    refuses them, so sending one would leave the calling code waiting for its answer."""
+    refuses them, so sending one would leave the calling code waiting for its answer. A lone
+    surrogate in its text becomes U+FFFD: every value the ledger keeps is valid Unicode, so every
+    writer of results, traces and snapshots can encode it."""
     if value is None or type(value) in _SCALARS:  # what pydantic would give back unchanged
+        if type(value) is str:
+            return valid_text(value)
         if type(value) is float and not math.isfinite(value):
             raise ToolError("tool_exception", f"{name!r} returned {value!r}, which is not JSON "
                                               "(return None or a string)")
@@ -33,8 +38,13 @@ def _jsonable(name: str, value: Any) -> Any:
                 raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
         return value
     try:
-        converted = to_jsonable_python(value)
-        json.dumps(converted, allow_nan=False)  # NaN/Infinity deep inside, a cycle, too deep: in C
+        try:
+            converted = to_jsonable_python(value)
+        except UnicodeEncodeError:  # pydantic encodes text as UTF-8: lone surrogates in lists and dicts
+            converted = to_jsonable_python(valid_json(value))
+        text = json.dumps(converted, allow_nan=False)  # NaN/Infinity deep inside, a cycle, too deep: in C
+        if "\\ud" in text:  # a surrogate, perhaps lone: no writer of results could encode it
+            converted = valid_json(converted)
     except Exception as exc:
         raise ToolError("tool_exception", f"{name!r} returned a value that is not JSON: {exc}") from None
     return converted
@@ -87,15 +97,16 @@ def _error(exc: ToolError) -> ToolCallError:
     is unusable: a tool's mistake must not fail the recording (and kill its run)."""
     try:
         extra = _extras(exc) if exc.retry_after is not None or exc.data is not None else {}
-        return ToolCallError(code=exc.code, message=exc.message, retryable=exc.retryable, **extra)
+        return ToolCallError(code=valid_text(exc.code), message=valid_text(exc.message), retryable=exc.retryable,
+                             **extra)
     except BaseException:
         pass
     try:
         code, message, retryable = exc.code, exc.message, exc.retryable
         if type(message) is not str:
             message = _describe(exc) if message is None else _text(message)
-        return ToolCallError(code=code if type(code) is str and code else "tool_exception", message=message,
-                             retryable=retryable is True)
+        return ToolCallError(code=valid_text(code) if type(code) is str and code else "tool_exception",
+                             message=valid_text(message), retryable=retryable is True)
     except BaseException:  # attributes that raise when read
         return ToolCallError(code="tool_exception", message=_describe(exc))
 
@@ -122,7 +133,7 @@ def _extras(exc: ToolError) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     try:
-        return str(value)[:2000]
+        return valid_text(str(value)[:2000])
     except BaseException:  # a hostile __str__
         return f"<{type(value).__name__}>"
 
@@ -132,7 +143,7 @@ def _describe(exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
     except BaseException:  # a hostile __str__
         text = type(exc).__name__
-    return text[:2000]
+    return valid_text(text[:2000])
 
 
 def _max_calls_error(tool: Tool) -> ToolError:
@@ -210,9 +221,12 @@ def _measure(arguments: Any) -> tuple[int, RefusedArguments | None]:
     if too_deep(arguments, MAX_DEPTH):
         return 0, RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
     try:
-        return len(json.dumps(arguments, ensure_ascii=False, allow_nan=False, default=_no_json)), None
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, default=_no_json)
     except (TypeError, ValueError, RecursionError) as exc:
         return 0, RefusedArguments(f"arguments are not JSON: {exc}"[:300])
+    if valid_text(text) is not text:  # as the frame decoder refuses them (sandbox/inside/protocol.py)
+        return len(text), RefusedArguments("arguments hold a lone surrogate (text that is not valid Unicode)")
+    return len(text), None
 
 
 def _no_json(value: Any) -> Any:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._text import valid_text
 from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..results import ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.inside.protocol import RefusedArguments
@@ -231,7 +232,7 @@ class ToolHost:
             if front.record is not None:
                 return front.record
             error = ToolCallError.model_validate(front.payload["error"])
-            return ToolCallRecord(id="refused", name=str(name)[:200], arguments=None, ok=False, error=error,
+            return ToolCallRecord(id="refused", name=valid_text(str(name)[:200]), arguments=None, ok=False, error=error,
                                   finished=True)
         record, route, args, builtin = front
         tool = route.tool
@@ -297,7 +298,7 @@ class ToolHost:
             except Exception as exc:  # a bug in codeact (its fast check, the validator): this call fails, not the run
                 error = ToolError("tool_exception", f"internal error checking the arguments: {_describe(exc)}")
         if error is not None:
-            record = ledger.open(str(name)[:200], kept if kept is not None else stand_in(arguments, size))
+            record = ledger.open(valid_text(str(name)[:200]), kept if kept is not None else stand_in(arguments, size))
             ledger.finish(record, error=_error(error))
             return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
         assert route is not None
@@ -312,7 +313,7 @@ class ToolHost:
         except Exception as exc:
             payload = _refusal("tool_exception", f"internal error accepting the call: {_describe(exc)}")
             try:
-                record = ledger.open(str(name)[:200], None)
+                record = ledger.open(valid_text(str(name)[:200]), None)
                 ledger.finish(record, error=ToolCallError.model_validate(payload["error"]))
             except Exception:
                 return _Refusal(None, payload)
@@ -557,13 +558,13 @@ class ToolHost:
         async with self._slots:
             gate = ledger.store.gate
             await _enter(gate)
+            kept = False  # the slot stays with a call abandoned past the session's cap of lent threads
             try:
                 if not ledger.begin(record):  # its run ended while it waited: it never runs
                     raise ToolError("timeout", "the run ended before this call started")
                 fn, name = tool.fn, tool.name
                 job: concurrent.futures.Future[Any] | None = None
                 if tool.is_async:
-            kept = False  # the slot stays with a call abandoned past the session's cap of lent threads
                     work: asyncio.Future[Any] = asyncio.ensure_future(_guarded(lambda: fn(**args)))
                 else:  # the value is made JSON on the pool thread too: within the timeout, off the loop
                     job = self.loop.pool.submit(lambda: _jsonable(name, _invoke(fn, args)))

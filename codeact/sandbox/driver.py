@@ -189,8 +189,8 @@ _LEADERS = _Leaders()
 #: How long one frame's write to the kernel may take in all before the host gives up on the kernel
 #: and kills it (a kernel that stops reading must not hold a host thread).
 SEND_TIMEOUT_S = 5.0
-_TIMEVAL = struct.Struct("@ll")
 _INTERRUPT = encode({"type": "interrupt"})
+_TIMEVAL = struct.Struct("@ll")
 #: How long the host waits for the kernel's answer to ``reset`` or ``bind`` (it answers at once).
 CONTROL_TIMEOUT_S = 30.0
 _STRAY_CALL = {"ok": False, "error": {"code": "tool_exception", "retryable": False,
@@ -225,11 +225,11 @@ class KernelDriver:
         self._id_prefix = os.urandom(4).hex() + "-"
         self._run_ids = itertools.count(1)
         self._rcv_timeout = -1.0  # the socket's SO_RCVTIMEO while it blocks (see _wait_at_most)
-
         #: When the run in progress is killed at the latest (no write waits past it), else None.
         self._kill_at: float | None = None
         #: Why a write gave up on the kernel (it stopped reading), for the run's reason.
         self._stalled: str | None = None
+
     @functools.cached_property
     def _chan(self) -> FrameSocket:
         return self.sandbox.channel  # a property of the sandbox's: looked up once, not per frame
@@ -342,9 +342,9 @@ class KernelDriver:
                     raise FrameError(f"malformed call frame: {problem}")
                 self.reply(message["seq"], _STRAY_CALL)
             reply = _expect(message, answer)
-        except TimeoutError:
         except _Unsent:
             raise SandboxError(f"the kernel did not read {kind!r} within {timeout_s:g} s and was killed") from None
+        except TimeoutError:
             self._kill()
             raise SandboxError(f"the kernel did not answer {kind!r} within {timeout_s:g} s and was killed") from None
         except (PeerClosed, OSError):
@@ -373,8 +373,8 @@ class KernelDriver:
         """
         started = time.monotonic()
         self._on_output = on_output
-        run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         self._kill_at = started + timeout_s + grace_s
+        run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
                         "output_limit": output_limit, **self._streaming()})
@@ -389,8 +389,8 @@ class KernelDriver:
             outcome = self._guarded(run, _CALLER, None)
             if outcome is None:
                 outcome = self._watch(run)
-        assert outcome is not None
         self._kill_at = None
+        assert outcome is not None
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
@@ -638,10 +638,10 @@ class KernelDriver:
 
     def _died(self, interrupted: bool) -> RunOutcome:
         self.dead = True
-        status = self.sandbox.exit_status()
         if self._stalled is not None:
             return RunOutcome("killed", interrupted=interrupted, state_lost=True,
                               reason=f"the kernel stopped reading its channel ({self._stalled}) and was killed")
+        status = self.sandbox.exit_status()
         if status.oom_killed:
             return RunOutcome("memory", state_lost=True, reason="the sandbox ran out of memory and was killed")
         if interrupted:

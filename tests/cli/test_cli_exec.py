@@ -95,3 +95,23 @@ def test_bad_tool_spec_is_exit_2(tmp_path: Path) -> None:
     spec.write_text(json.dumps([{"nonsense": True}]))
     proc = codeact("stubs", str(spec))
     assert proc.returncode == 2 and proc.stderr.count("\n") <= 2
+
+
+def test_exec_json_survives_a_hand_written_frame_with_a_lone_surrogate(tmp_path: Path, docker_image: str) -> None:
+    # The code writes a call frame itself, its argument "\udc80" (valid JSON, not valid Unicode).
+    # Before, the tool ran with it, the record held it, and no writer could encode the result:
+    # exit 1, a traceback, nothing on stdout.
+    from tests.sandbox.test_channel_hostile import FORGE
+
+    code = tmp_path / "forge.py"
+    code.write_text(FORGE + "chan.sendall(frame({'type': 'call', 'seq': 999, 'name': 'get_weather', "
+                            "'arguments': {'city': '\\udc80'}}))\nimport time\ntime.sleep(0.5)\n"
+                            "print('after', get_weather(city='Beijing')['condition'])\n")
+    # docker: the local backend runs exec's code under the restricted policy (no os, no socket)
+    proc = codeact("exec", str(code), "--tools", "examples/weather_tools.py", "--backend", "docker", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # one valid JSON result
+    assert result["stdout"] == "after sunny\n"
+    refused, fine = result["calls"]
+    assert refused["error"]["code"] == "invalid_arguments" and "lone surrogate" in refused["error"]["message"]
+    assert fine["ok"] and fine["arguments"] == {"city": "Beijing"}

@@ -3,9 +3,12 @@ session as ``killed`` with a clear reason; the host's ledger stays the only sour
 
 from __future__ import annotations
 
+import json
 import textwrap
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +44,7 @@ def forge(runtime: Runtime, payload: str) -> object:
         ("chan.sendall(frame({'type': 'result', 'seq': 1, 'ok': True, 'value': 1}))", "unexpected frame type"),
         ("chan.sendall(frame({'type': 'call', 'seq': -4, 'name': 'x'}))", "malformed call"),
         ("chan.sendall(frame({'type': 'done', 'id': 5, 'termination': 'completed'}))", "malformed done"),
+        ("chan.sendall(frame({'type': 'call', 'seq': 3, 'name': 'get_weather\\udc80'}))", "lone surrogate"),
     ],
 )
 def test_forged_frames_kill_the_session(runtime: Runtime, payload: str, reason: str) -> None:
@@ -133,3 +137,31 @@ def test_a_kernel_that_stops_reading_under_a_call_flood_ends_at_its_deadline(bac
         assert took < 3 + 1 + 2, f"the run took {took:.1f} s"
         assert peak[0] - before <= runtime.loop.max_workers + 4 + 8, f"{peak[0] - before} more host threads"
         assert session.run("2").value == 2  # a fresh sandbox
+
+
+def test_every_writer_takes_text_a_host_tool_returns_with_lone_surrogates(tmp_path: Path) -> None:
+    """What the ledger keeps is valid Unicode whatever a tool returns (a file name read with
+    surrogateescape, say), so the result's JSON, the observation and a snapshot can be written."""
+    from codeact import ToolError, render_observation
+
+    @tool
+    def odd(kind: str) -> Any:
+        """Returns or raises text that is not valid Unicode.
+
+        Args:
+            kind: which.
+        """
+        if kind == "raise":
+            raise ToolError("not_found", "no file b'\\xff' (\udcff)", data={"name": "\udcff"})
+        return {"name\ud800": ["x\udc80y", "\U0001F600"]}
+
+    config = SandboxConfig(backend="local", policy="none")
+    with Runtime([odd], config) as runtime, runtime.session() as session:
+        result = session.run("v = odd(kind='value')\ntry:\n    odd(kind='raise')\nexcept ToolError as e:\n"
+                             "    v['error'] = [e.message, e.data]\nv")
+        assert result.ok, result
+        assert result.value == {"name\ufffd": ["x\ufffdy", "\U0001F600"], "error": ["no file b'\\xff' (\ufffd)",
+                                                                                    {"name": "\ufffd"}]}
+        assert json.loads(result.to_json())["calls"][1]["error"]["message"] == "no file b'\\xff' (\ufffd)"
+        assert "\ufffd" in render_observation(result)
+        session.snapshot().save(tmp_path / "s.snap", key=b"k" * 32)

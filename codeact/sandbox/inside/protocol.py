@@ -48,6 +48,8 @@ MIN_CONTAINER_BUDGET = 100_000
 _CALL_HEAD = re.compile(rb'\{"type":"call","seq":(\d{1,18}),"name":("[^"\\]{0,600}"),"arguments":')
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+#: A JSON escape of a UTF-16 surrogate: a frame that holds none cannot decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 
 
@@ -143,7 +145,42 @@ def decode_bounded(body: bytes, max_call_bytes: int | None = None) -> dict[str, 
     # The frame's own object and the arguments object are two levels; MAX_DEPTH more may follow.
     if containers > MAX_DEPTH and message["type"] == "call" and _nests_deeper(body, MAX_DEPTH + 2):
         message["arguments"] = RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(body) is not None:
+        _refuse_lone_surrogates(message)
     return message
+
+
+def _refuse_lone_surrogates(message: dict[str, Any]) -> None:
+    """Text no writer can encode (a lone surrogate: ``"\\udc80"``) never gets past the decoder.
+    The kernel's own frames never hold one (it encodes with "replace"), so a frame that does was
+    written by hand: a call's arguments are refused as invalid (the session goes on); anywhere
+    else it is a FrameError."""
+    arguments = message.pop("arguments", None) if message["type"] == "call" else None
+    if _lone_surrogate(message):
+        raise FrameError("frame holds a lone surrogate (text that is not valid Unicode)")
+    if arguments is not None:
+        message["arguments"] = RefusedArguments(
+            "arguments hold a lone surrogate (text that is not valid Unicode)") if _lone_surrogate(arguments) \
+            else arguments
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether any string (keys included) in the JSON value holds an unpaired surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif type(item) is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 def refused_call(head: bytes) -> dict[str, Any] | None:
