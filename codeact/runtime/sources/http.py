@@ -23,6 +23,7 @@ import base64
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -272,7 +273,7 @@ def _path_segment(name: str, value: Any) -> str:
     if value is None:
         raise ToolError("invalid_arguments", f"path parameter {name!r} cannot be null")
     text = _text(value)
-    if text in _DOT_SEGMENTS:
+    if unicodedata.normalize("NFKC", text) in _DOT_SEGMENTS:  # "．．" is ".." to a server that normalizes
         raise ToolError("invalid_arguments",
                         f"path parameter {name!r} cannot be {text!r}: it would leave the endpoint's URL template")
     return quote(text, safe="")
