@@ -1,8 +1,8 @@
 """``serve-mcp`` over streamable HTTP: who may talk to the server, and how many MCP sessions it keeps.
 
 * every request carries ``Authorization: Bearer <token>`` (compared in constant time), else 401;
-  the token is minted at each start (printed once, written to a 0600 file) unless given, and
-  ``token=None`` with auth off is an explicit opt-out;
+  the token is minted at each start (printed once, written to a 0600 file) unless given;
+  ``serve_mcp(auth=False)`` (``--no-auth``) opts out explicitly;
 * the ``Origin`` header is absent or exactly the server's own origin, else 403 (a page served from
   another local port is no client);
 * the 2026-07-28 era (one request per exchange, no ``Mcp-Session-Id``) is refused with 400, so a
