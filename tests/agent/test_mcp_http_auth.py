@@ -204,12 +204,14 @@ def test_two_clients_have_separate_namespaces(serve: Callable[..., Served]) -> N
 
 
 def test_sessions_past_the_cap_are_refused_and_an_idle_one_is_freed(serve: Callable[..., Served]) -> None:
-    served = serve(max_sessions=2, session_idle_s=2.0)
+    served = serve(max_sessions=2, session_idle_s=3.0)
     with httpx.Client(timeout=20) as client:
         first, second = RawSession(served.url, client), RawSession(served.url, client)
         assert first.run("x = 1").ok and second.run("y = 2").ok
         assert served.tools.live_sessions == 2
-        flood = [client.post(served.url, json=INITIALIZE, headers=headers()) for _ in range(20)]
+        for session in (first, second):  # each one's idle time starts again now
+            assert session.post(rpc("ping", id=9)).status_code == 200
+        flood = [client.post(served.url, json=INITIALIZE, headers=headers()) for _ in range(10)]
         assert {r.status_code for r in flood} == {503}
         assert "Too many open sessions" in flood[0].text
         deadline = time.monotonic() + 20  # neither session gets a request: both expire
