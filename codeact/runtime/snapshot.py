@@ -21,6 +21,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 import zlib
@@ -91,9 +92,15 @@ class CellRecord(BaseModel):
                    threads=facts.get("threads"), children=facts.get("children"))
 
 
+#: A default repr's address (``<Box object at 0x7f…>``): another one in every process, not behaviour.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
 def output_digest(result: ExecutionResult) -> str:
-    """What a run wrote, in short: equal for equal output (the kept text and whether it was cut)."""
-    text = json.dumps([result.stdout, result.stderr, result.stdout_truncated, result.stderr_truncated])
+    """What a run wrote, in short: equal for equal output (the kept text and whether it was cut;
+    object addresses in default reprs left out)."""
+    text = _ADDRESS.sub(" at 0x?>", json.dumps([result.stdout, result.stderr, result.stdout_truncated,
+                                                 result.stderr_truncated]))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

@@ -10,7 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .inside.protocol import FrameSocket
 
-__all__ = ["ExitStatus", "Sandbox", "SandboxConfig"]
+__all__ = ["KERNEL_ENV", "ExitStatus", "Sandbox", "SandboxConfig"]
+
+#: Every kernel's environment: a fixed hash seed, so that the iteration order of sets of strings
+#: (and with it the order of the calls and the output that follow it) is the same in a replay as
+#: when recorded. Randomized hashing guards a process against input chosen to collide; in the
+#: sandbox the code is that party, and it could only slow itself down.
+KERNEL_ENV = {"PYTHONHASHSEED": "0"}
 
 
 class SandboxConfig(BaseModel):

@@ -31,7 +31,7 @@ from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._seccomp import profile_json
 from ._workspace import Workspace
-from .base import ExitStatus, SandboxConfig
+from .base import KERNEL_ENV, ExitStatus, SandboxConfig
 from .inside.protocol import FrameSocket
 from .reaper import reap
 
@@ -153,7 +153,7 @@ class DockerSandbox:
         try:
             created = client.api.create_container(
                 image, command=command, user=f"{self.config.uid}:{self.config.uid}",
-                working_dir="/workspace", hostname="sandbox", environment={}, network_disabled=True,
+                working_dir="/workspace", hostname="sandbox", environment=dict(KERNEL_ENV), network_disabled=True,
                 labels={LABEL: owner, LABEL_PID: owner.split("-")[0], LABEL_START: owner.split("-")[1],
                         "codeact.session": self.session_dir.name},
                 host_config=self._host_config(client, chan_dir),

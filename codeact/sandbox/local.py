@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import SandboxUnavailable
 from . import _bwrap, _confine
 from ._channel import ChannelListener
-from .base import ExitStatus, SandboxConfig
+from .base import KERNEL_ENV, ExitStatus, SandboxConfig
 from .inside.protocol import FrameSocket
 from .kernel_files import materialize
 
@@ -113,7 +113,7 @@ class LocalSandbox:
     def _command(self, socket_path: Path, policy: str, seccomp_fd: int) -> list[str]:
         kernel_dir = materialize()
         if self.isolation != "bwrap":
-            cmd = [sys.executable, "-E", "-s", "-B", str(kernel_dir / "kernel.py"),
+            cmd = [sys.executable, "-s", "-B", str(kernel_dir / "kernel.py"),
                    "--connect", str(socket_path), "--policy", policy]
             if policy == "restricted":
                 cmd += ["--extra-path", str(_restricted_package().parent)]
@@ -122,7 +122,7 @@ class LocalSandbox:
         if not ok:
             raise SandboxUnavailable(f"isolation='bwrap': {reason}")
         exe, _prefixes = _bwrap.interpreter()
-        cmd = [exe, "-E", "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
+        cmd = [exe, "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
                "--connect", str(socket_path), "--policy", policy]
         extra = None
         if policy == "restricted":
@@ -147,7 +147,7 @@ class LocalSandbox:
             log = open(self.session_dir / "kernel.log", "wb")
             try:
                 self._proc = _spawn(lambda: subprocess.Popen(
-                    cmd, cwd=self.workspace, env={}, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    cmd, cwd=self.workspace, env=dict(KERNEL_ENV), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                     start_new_session=True, preexec_fn=preexec, close_fds=True,
                     pass_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
                 ))

@@ -129,3 +129,15 @@ def test_the_cache_refilled_by_a_restore_keys_on_converted_arguments(docker_imag
             again = restored.run(code)
             assert again.value == [4.0, 6.0] and all(c.cached for c in again.calls), again.calls
             assert runs == ["scale", "area"]
+
+
+def test_a_cell_that_behaves_alike_replays(rt: Runtime) -> None:
+    # Set order (a fixed hash seed), object addresses in output, concurrent calls and a thread left
+    # running both times are the same behaviour: no divergence.
+    code = ("import threading, time\nnames = {'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta'}\n"
+            "got = [ping(len(n) * 100 + ord(n[0])) for n in names]\nprint(names, object())\n"
+            "par = parallel(ping, [1, 2, 3])\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
+    with rt.session() as s:
+        assert s.run(code).ok
+        with rt.restore(s.snapshot()) as restored:
+            assert restored.run("got, par").value == s.run("got, par").value
