@@ -154,6 +154,10 @@ def give_up(session: Session, exc: SnapshotError) -> str:
     sandbox (the rebuild kept ``session._resume`` for them). Returns what the run says."""
     files = session._resume.files if session._resume is not None else None
     forget_state(session)
+    try:
+        session._ensure()  # nothing to replay: a new sandbox with the saved files
+    finally:
+        session._restored = False  # an empty start is no restore, neither for this run nor the next
     kept = "the records of its cells stay in session.cells, out of the state"
     if files:
         kept += f"; the {len(files)} workspace files saved with it are laid in the new sandbox"

@@ -67,6 +67,7 @@ def test_cells_slow_only_on_replay_end_within_the_budget(docker_image: str) -> N
         assert after.reason is not None and "time budget of 2 s at cell 2" in after.reason, after.reason
         assert "kept: the records of its cells" in after.reason and "1 workspace files" in after.reason
         assert took < 8  # two sandbox starts and the budget, not 8 cells × 1.5 s
+        assert not after.restored and not s.run("1").restored  # an empty start is no restore
 
 
 def test_rebuild_timeout_caps_an_honest_but_slow_rebuild(tmp_path: Path) -> None:
@@ -141,3 +142,10 @@ def test_a_cell_that_behaves_alike_replays(rt: Runtime) -> None:
         assert s.run(code).ok
         with rt.restore(s.snapshot()) as restored:
             assert restored.run("got, par").value == s.run("got, par").value
+
+
+def test_a_refused_call_made_only_on_replay_diverges(rt: Runtime) -> None:
+    with _live(rt.session()) as s:
+        assert s.run(LIVE + "if not live:\n    try:\n        ping('x')\n    except ToolError:\n        pass").ok
+        with pytest.raises(RestoreDiverged, match=r"the replay called ping\(\{\"n\":\"x\"\}\) -> invalid_arguments"):
+            rt.restore(s.snapshot())
