@@ -6,14 +6,22 @@
 Events, in order (``t``: seconds since the run started)::
 
     stdout / stderr   text                 chunks as the code writes them, at most every ~50 ms;
-                                           together exactly the result's (capped) stream
+                                           together exactly the result's (capped) stream, less
+                                           what was dropped (see ``done``)
     call_started      id, name, arguments  when the host receives the call
     call_finished     id, name, ok, result | error, duration_ms, cached
-    done              result               the ExecutionResult, the same as without events
+    done              result, dropped,     the ExecutionResult, the same as without events; the
+                      dropped_chars        output events (and their characters) left out
 
 A run with no listener takes the plain path: the kernel streams nothing, the ledger observes
 nothing. With a listener the run goes on a worker thread and events are handed over in order
 through a queue, so a slow listener never stalls a tool call or the channel.
+
+What a flood costs the host is bounded: output comes as at most one event per stream per frame
+the kernel sends (within one frame the order between stdout and stderr is not kept), and while
+:data:`MAX_QUEUED_EVENTS` events wait for the listener, further output events are dropped and
+counted in ``done`` (their text is still in ``done.result``): the run never waits for a listener.
+Call events are never dropped (a run has at most ``max_calls_per_run`` calls).
 """
 
 from __future__ import annotations
@@ -34,8 +42,8 @@ if TYPE_CHECKING:
     from ..sandbox.driver import KernelDriver
     from .session import Session
 
-__all__ = ["EVENT_ADAPTER", "CallFinished", "CallStarted", "EventHook", "ObservedLedger", "OutputChunk", "RunDone",
-           "RunEvent"]
+__all__ = ["EVENT_ADAPTER", "MAX_QUEUED_EVENTS", "CallFinished", "CallStarted", "EventHook", "ObservedLedger",
+           "OutputChunk", "RunDone", "RunEvent"]
 
 
 class _Event(BaseModel):
@@ -81,16 +89,22 @@ class CallFinished(_Event):
 
 
 class RunDone(_Event):
-    """The run ended; ``result`` is what ``run`` returns."""
+    """The run ended; ``result`` is what ``run`` returns. ``dropped``: output events left out
+    (and ``dropped_chars``, their characters) because the listener had fallen behind by
+    :data:`MAX_QUEUED_EVENTS` events; the text is in ``result`` all the same."""
 
     type: Literal["done"] = "done"
     result: ExecutionResult
+    dropped: int = 0
+    dropped_chars: int = 0
 
 
 RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | RunDone, Field(discriminator="type")]
 #: Validates (or parses, with ``validate_json``) one event of any type.
 EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
 EventHook = Callable[[RunEvent], None]
+#: Events of one run waiting for its listener, at most, before output events are dropped (counted).
+MAX_QUEUED_EVENTS = 10_000
 
 
 class _Sink:
@@ -107,6 +121,9 @@ class _Sink:
         self._cap = output_cap
         self._sent = {"stdout": 0, "stderr": 0}
         self._lock = threading.Lock()
+        self._max_queued = MAX_QUEUED_EVENTS
+        #: Output events (and characters) left out while the listener was behind.
+        self.dropped = self.dropped_chars = 0
 
     def now(self) -> float:
         return round(time.monotonic() - self.started, 6)
@@ -115,9 +132,14 @@ class _Sink:
         """From the driver: streamed output, bounded by the cap however much the kernel sends."""
         room = self._cap - self._sent[name]
         text = text[: max(room, 0)]
-        if text:
-            self._sent[name] += len(text)
-            self.queue.put(OutputChunk(type=name, text=text, t=self.now()))
+        if not text:
+            return
+        self._sent[name] += len(text)
+        if self.queue.qsize() >= self._max_queued:  # the listener is behind: the run never waits for it
+            self.dropped += 1
+            self.dropped_chars += len(text)
+            return
+        self.queue.put(OutputChunk(type=name, text=text, t=self.now()))
 
     def started_call(self, record: ToolCallRecord) -> None:
         self.queue.put(CallStarted.of(record, self.now()))
@@ -230,7 +252,8 @@ def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink,
         try:
             result = session._run(code, timeout_s, sink)
             box.append(result)
-            sink.queue.put(RunDone(result=result, t=sink.now()))
+            sink.queue.put(RunDone(result=result, dropped=sink.dropped, dropped_chars=sink.dropped_chars,
+                                   t=sink.now()))
         except BaseException as exc:  # e.g. SandboxUnavailable, SessionClosed: raised to the listener
             box.append(exc)
         finally:

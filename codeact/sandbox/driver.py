@@ -51,7 +51,8 @@ CallHandler = Callable[[int, str, Any, int],
                        "tuple[float, Callable[[], None], Callable[[], None] | None] | None"]
 
 
-#: (stream name, text) → None: output of a streaming run, in the order the code wrote it. Must not block.
+#: (stream name, text) → None: output of a streaming run, in the order the code wrote it per stream
+#: (one call per stream per ``output`` frame: within a frame, the order between streams is lost). Must not block.
 OutputHandler = Callable[[str, str], None]
 
 
@@ -592,8 +593,17 @@ class KernelDriver:
             raise FrameError(f"malformed output frame: {one_line(issue, 300)}")
         if message["id"] != run_id:
             raise FrameError("an 'output' frame for a run that is not in progress")
-        for name, text in message["chunks"]:
-            self._on_output(name, text)
+        chunks = message["chunks"]
+        if len(chunks) == 1:
+            self._on_output(*chunks[0])
+            return None
+        # One call per stream per frame, whatever the code wrote: one-character writes alternating
+        # stdout and stderr would otherwise be a call (an event, for a listener) per character.
+        streams: dict[str, list[str]] = {}
+        for name, text in chunks:
+            streams.setdefault(name, []).append(text)
+        for name, texts in streams.items():
+            self._on_output(name, "".join(texts))
         return None
 
     def _wait_at_most(self, seconds: float) -> None:

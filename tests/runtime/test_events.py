@@ -109,8 +109,10 @@ def test_stdout_chunks_in_order(rt: Runtime) -> None:
     assert "".join(c.text for c in chunks if c.type == "stdout") == result.stdout == plain.stdout
     assert "".join(c.text for c in chunks if c.type == "stderr") == result.stderr == "".join(
         f"err {i}\n" for i in range(4))
+    # Output is coalesced per stream per frame: each stream's order is exact (above); between the
+    # streams, only the order of frames is kept (a frame's stdout comes before its stderr).
     merged = _merged(events)
-    assert merged[:8] == [(name, f"{name[3:]} {i}\n") for i in range(4) for name in ("stdout", "stderr")]
+    assert merged[0][0] == "stdout" and merged[0][1].startswith("out 0\n")
     assert 2 <= len(chunks) < 300  # coalesced, not one event per print
     assert isinstance(events[-1], RunDone) and sum(isinstance(e, RunDone) for e in events) == 1
 
@@ -369,3 +371,71 @@ def test_the_host_caps_streamed_output_whatever_the_kernel_sends(backend: str) -
     assert result.ok and result.stdout == "real\n"
     streamed = "".join(e.text for e in events if isinstance(e, OutputChunk) and e.type == "stdout")
     assert len(streamed) == 1000 and streamed == "z" * 1000  # forged text counted against the cap
+
+
+#: Two million one-character writes, alternating stdout and stderr (each stream exactly at the cap).
+ALTERNATING = """
+import sys
+out, err = sys.stdout.write, sys.stderr.write
+for _ in range(1_000_000):
+    out('o')
+    err('e')
+"""
+#: What the host may allocate at its peak (tracemalloc) for that run with a slow listener: the
+#: result's two 1 MB streams and the frames in flight. Before coalescing: ~900 MB.
+FLOOD_PEAK_BYTES = 32 * 2**20
+
+
+def test_a_flood_of_alternating_writes_with_a_slow_listener_stays_bounded(backend: str) -> None:
+    import time
+    import tracemalloc
+
+    config = SandboxConfig(backend=backend, timeout_s=120, policy="none")  # type: ignore[arg-type]
+    events: list[RunEvent] = []
+
+    def slow(event: RunEvent) -> None:
+        events.append(event)
+        time.sleep(0.005)
+
+    with Runtime([], config) as runtime, runtime.session() as session:
+        session.run("1")
+        tracemalloc.start()
+        try:
+            result = session.run(ALTERNATING, on_event=slow)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert result.ok, result
+    assert (result.stdout, result.stderr) == ("o" * 1_000_000, "e" * 1_000_000)
+    done = events[-1]
+    assert isinstance(done, RunDone) and (done.dropped, done.dropped_chars) == (0, 0)
+    chunks = [e for e in events if isinstance(e, OutputChunk)]
+    assert len(chunks) < 5_000, len(chunks)  # at most one per stream per frame, not one per write
+    for name in ("stdout", "stderr"):  # every character in its event, none lost, none twice
+        assert "".join(c.text for c in chunks if c.type == name) == getattr(result, name)
+    print(f"{len(chunks)} output events, host peak {peak / 2**20:.1f} MiB")
+    assert peak < FLOOD_PEAK_BYTES, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_output_events_past_the_queue_bound_are_dropped_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from codeact.runtime import events as events_module
+
+    monkeypatch.setattr(events_module, "MAX_QUEUED_EVENTS", 3)
+    events: list[RunEvent] = []
+
+    def slow(event: RunEvent) -> None:
+        events.append(event)
+        time.sleep(0.1)
+
+    code = "import time\nfor i in range(40):\n    print(i)\n    time.sleep(0.06)\n"
+    config = SandboxConfig(backend="local", timeout_s=60, policy="none")
+    with Runtime([], config) as runtime, runtime.session() as session:
+        result = session.run(code, on_event=slow)
+    assert result.ok, result
+    done = events[-1]
+    assert isinstance(done, RunDone) and done.dropped > 0, done.dropped
+    streamed = "".join(e.text for e in events if isinstance(e, OutputChunk))
+    assert len(streamed) + done.dropped_chars == len(result.stdout)  # counted to the character
+    assert sum(isinstance(e, OutputChunk) for e in events) + done.dropped >= 3
