@@ -149,3 +149,39 @@ def test_a_refused_call_made_only_on_replay_diverges(rt: Runtime) -> None:
         assert s.run(LIVE + "if not live:\n    try:\n        ping('x')\n    except ToolError:\n        pass").ok
         with pytest.raises(RestoreDiverged, match=r"the replay called ping\(\{\"n\":\"x\"\}\) -> invalid_arguments"):
             rt.restore(s.snapshot())
+
+
+def test_lanes_past_a_small_frame_limit_are_left_out(tmp_path: Path) -> None:
+    # 70,000 calls (all but 10 refused) under a 64 KiB frame limit: their lanes would not fit the
+    # done frame, so they are not reported, and the run ends normally.
+    config = SandboxConfig(backend="local", policy="none", max_frame_bytes=64 * 1024)
+    with Runtime([], config, max_calls_per_run=10) as runtime, runtime.session() as s:
+        result = s.run("for _ in range(70_000):\n    try:\n        search_tools('x')\n    except ToolError:\n        pass")
+        assert result.ok, result
+        assert s.cells[0].lanes is None and s.cells[0].threads == 0
+
+
+def test_the_kernel_counts_processes_up_to_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import threading
+
+    from codeact.sandbox.inside import kernel
+
+    children = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+    try:
+        own = set(threading.enumerate())
+        assert kernel._left_running(own)["children"] >= 3
+        monkeypatch.setattr(kernel, "_MAX_PROCESSES", 2)
+        assert kernel._left_running(own) == {"threads": 0, "children": 2}
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+def test_kernel_facts_out_of_bounds_are_left_out() -> None:
+    from codeact.runtime._replay import kernel_facts
+
+    assert kernel_facts({"lanes": "mcx", "threads": -1, "children": 10**7}) == {}
+    assert kernel_facts({"lanes": "mc", "threads": True, "children": 2}) == {"lanes": "mc", "children": 2}
+    assert kernel_facts(["not", "a", "dict"]) is None

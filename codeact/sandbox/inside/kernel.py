@@ -610,7 +610,7 @@ class Kernel:
             done[f"{name}_truncated"] = stream.truncated
         lanes, self.lanes = self.lanes, None
         done["facts"] = _left_running(self.own_threads)
-        if lanes is not None and len(lanes) <= _MAX_LANES:
+        if lanes is not None and len(lanes) <= min(_MAX_LANES, self.max_frame // 8):  # leaves room in the frame
             done["facts"]["lanes"] = "".join(lanes)
         return done
 
