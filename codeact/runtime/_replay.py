@@ -167,8 +167,8 @@ class ReplayResponder:
             if recorded is not None and got is not None and got != recorded:
                 kind = "threads" if what == "threads" else "processes"
                 raise RestoreDiverged(
-                    f"cell {cell.index} diverged: it left {got} {kind} running on replay, {recorded} when "
-                    f"recorded; what runs on after a replay could call tools for real", cell=cell.index)
+                    f"cell {cell.index} diverged: {kind} left running: {got} on replay, {recorded} when "
+                    "recorded (what runs on after a replay could call tools for real)", cell=cell.index)
 
     def toolset_for_replay(self) -> Toolset:
         def responder(name: str) -> Any:
