@@ -636,9 +636,14 @@ class Kernel:
     def _forked(self) -> None:
         """In a child process the code forked (``multiprocessing``, ``os.fork``): the channel is the
         kernel's, and two processes reading and writing one socket mix their answers. The child
-        closes its copy, and its tool calls are refused with a clear error."""
+        closes its copy, and every other descriptor of the same socket it inherited (the code's
+        ``os.dup`` of it) becomes a dead one; its tool calls are refused with a clear error."""
         self.client.refuse_calls("tools cannot be called from a process the code forked (multiprocessing, "
                                  "os.fork): call them from the main process, e.g. with parallel() or threads")
+        try:
+            _kill_copies(self.channel.sock.fileno())
+        except OSError:
+            pass
         try:
             self.channel.sock.close()
         except OSError:
@@ -909,6 +914,25 @@ class _Reading:
             finally:
                 with self.mu:
                     self._give_back()
+
+
+def _kill_copies(fd: int) -> None:
+    """Point every other descriptor of ``fd``'s socket at a socket whose peer is closed (writes
+    fail, reads see EOF): the numbers stay taken, so an object the code holds closes its own."""
+    own = os.fstat(fd)
+    dead, peer = socket.socketpair()
+    peer.close()
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            other = int(name)
+            try:
+                st = os.fstat(other)
+            except OSError:
+                continue
+            if other != fd and (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino):
+                os.dup2(dead.fileno(), other)
+    finally:
+        dead.close()
 
 
 def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
