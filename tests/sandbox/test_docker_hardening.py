@@ -196,7 +196,8 @@ def test_only_the_channel_is_inherited(session: Session) -> None:
 def test_empty_environment(session: Session) -> None:
     env = inside(session, "import os\ndict(os.environ)")
     assert "CODEACT_TEST_HOST_SECRET" not in env
-    assert set(env) <= {"PATH", "HOSTNAME", "LANG", "PYTHONDONTWRITEBYTECODE", "HOME", "PYTHONPATH", "TERM"}, env
+    assert set(env) <= {"PATH", "HOSTNAME", "LANG", "PYTHONDONTWRITEBYTECODE", "HOME", "PYTHONPATH", "TERM",
+                        "PYTHONHASHSEED"}, env  # the last: sandbox.base.KERNEL_ENV, for replay
 
 
 def test_no_docker_socket_and_no_host_paths(session: Session) -> None:
