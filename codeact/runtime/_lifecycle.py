@@ -154,13 +154,16 @@ def give_up(session: Session, exc: SnapshotError) -> str:
     sandbox (the rebuild kept ``session._resume`` for them). Returns what the run says."""
     files = session._resume.files if session._resume is not None else None
     forget_state(session)
+    kept = "the records of its cells stay in session.cells, out of the state"
     try:
         session._ensure()  # nothing to replay: a new sandbox with the saved files
+        if files:
+            kept += f"; the {len(files)} workspace files saved with it are laid in the new sandbox"
+    except SnapshotError as lost:  # the files could not be laid: start without them
+        session._resume = None
+        kept += f"; not the saved workspace files ({lost})"
     finally:
         session._restored = False  # an empty start is no restore, neither for this run nor the next
-    kept = "the records of its cells stay in session.cells, out of the state"
-    if files:
-        kept += f"; the {len(files)} workspace files saved with it are laid in the new sandbox"
     return f"the earlier state could not be rebuilt, this run started empty: {exc}; kept: {kept}"
 
 

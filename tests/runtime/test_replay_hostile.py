@@ -184,3 +184,16 @@ def test_kernel_facts_out_of_bounds_are_left_out() -> None:
     assert kernel_facts({"lanes": "mcx", "threads": -1, "children": 10**7}) == {}
     assert kernel_facts({"lanes": "mc", "threads": True, "children": 2}) == {"lanes": "mc", "children": 2}
     assert kernel_facts(["not", "a", "dict"]) is None
+
+
+def test_saved_files_that_cannot_be_laid_after_a_divergence_are_named() -> None:
+    from codeact.runtime.snapshot import SnapshotFile
+
+    with Runtime([], SandboxConfig(backend="local", policy="none")) as runtime:
+        with runtime.session() as s:
+            assert s.run("import random\nprint(random.random())").ok
+            snap = s.snapshot()
+        snap.files.append(SnapshotFile(path="/abs", data=""))
+        restored = runtime.restore(snap, lazy=True)
+        after = restored.run("1")
+        assert after.ok and after.reason is not None and "not the saved workspace files" in after.reason
