@@ -627,8 +627,9 @@ class KernelDriver:
         write lock until its own deadline, and the kill after the grace must not wait behind it."""
         if self._write_lock.acquire(blocking=False):
             try:
-                if not self.dead:
-                    _send_by(self._chan.sock, _INTERRUPT, time.monotonic() + SEND_TIMEOUT_S, or_nothing=True)
+                if not self.dead:  # a frame half taken is finished by the kill time at the latest
+                    until = time.monotonic() + SEND_TIMEOUT_S
+                    _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True)
             except _Unsent as exc:
                 self._stalled = str(exc)
                 self._kill()
