@@ -101,6 +101,13 @@ class ExecutionResult(BaseModel):
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)
 
+    def __eq__(self, other: object) -> bool:
+        # The fields alone: what the kernel reported for replay is not part of the result, so a
+        # result equals its own JSON round trip.
+        if not isinstance(other, ExecutionResult):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
 
 def oversized_json(value: Any, limit: int) -> str | None:
     """``value``'s JSON text if it is longer than ``limit`` characters, else None.
