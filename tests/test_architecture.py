@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "codeact"
 
 FLOORS: dict[str, int] = {
-    "errors": 0, "results": 0, "_text": 0, "_paths": 0, "_deprecated": 0, "progress": 0,
+    "errors": 0, "results": 0, "_text": 0, "_paths": 0, "_deprecated": 0, "progress": 0, "tracing": 0,
     "tool_stubs": 1,
     "sandbox": 2, "image": 2,
     "runtime": 3,

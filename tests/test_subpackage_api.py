@@ -34,6 +34,8 @@ PINNED = {
         "load_suite", "map_code", "numeric", "run_suite", "set_equal", "summarize", "wilson", "write_report",
     ],
     "codeact.progress": ["Bar", "ModeRates"],
+    "codeact.tracing": ["RunTrace", "disable", "enable", "enabled", "failed", "model_call", "pool_acquired",
+                        "run_trace", "span", "watch"],
     "codeact.viewer": ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace",
                        "write_view"],
     "codeact.testing": ["FakeModelServer"],

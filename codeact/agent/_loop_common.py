@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from .. import tracing
 from ..errors import ModelError
 from ..results import ToolCallRecord
 from ..runtime.session import Runtime
@@ -199,7 +200,17 @@ class AgentBase(abc.ABC):
             trace.emit("episode_start", task=task, mode=self.mode, model=self.model.model,
                        config=self._config(runtime), system=self._system(runtime), tools=self._tool_defs(runtime))
             try:
-                await self._loop(runtime, state)
+                with tracing.span(f"invoke_agent {type(self).__name__}", {
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": type(self).__name__,
+                        "gen_ai.request.model": self.model.model}) as current:
+                    await self._loop(runtime, state)
+                    if current is not None:
+                        status, stop_reason = state.outcome[:2] if state.outcome else ("incomplete", "")
+                        current.set_attributes({
+                            "gen_ai.usage.input_tokens": state.tokens_in,
+                            "gen_ai.usage.output_tokens": state.tokens_out,
+                            "codeact.episode.status": status, "codeact.episode.stop_reason": stop_reason,
+                            "codeact.episode.turns": state.turns})
             except BaseException as exc:
                 state.end("error", "exception", detail=f"{type(exc).__name__}: {exc}")
                 trace.emit("episode_end", episode=self._episode(state).model_dump(mode="json"))
@@ -248,6 +259,26 @@ class AgentBase(abc.ABC):
                          tools=[str(t.get("name")) for t in tools], tool_choice=tool_choice, stream=self.stream)
         state.model_calls = call
         started = time.perf_counter()
+        with tracing.model_call(self.model.model, getattr(self.model, "provider", None)) as answered:
+            response = await self._await_model(state, system, tools, tool_choice, turn, call)
+            if answered is not None and response is not None:
+                answered(response)
+        if response is None:
+            return None
+        state.tokens_in += response.usage.input_tokens
+        state.tokens_out += response.usage.output_tokens
+        state.usage_unknown += not response.usage.reported
+        duration_ms = round((time.perf_counter() - started) * 1000, 2)
+        state.trace.emit("model_response", turn=turn, call=call, duration_ms=duration_ms,
+                         response=response.model_dump(mode="json", exclude={"raw"}))
+        state.messages.append(response.to_message())
+        return response
+
+    async def _await_model(self, state: EpisodeState, system: str, tools: Sequence[ToolDef],
+                           tool_choice: ToolChoice, turn: int, call: int) -> ModelResponse | None:
+        """The model's reply (the task started here, under the caller's ``chat`` span); None when
+        the episode ended instead."""
+        b = state.budget
         task = self._model_task = asyncio.ensure_future(
             self.model.acomplete(state.messages, system=system, tools=tools, tool_choice=tool_choice,
                                  max_tokens=self.max_output_tokens, stream=self.stream))
@@ -261,6 +292,7 @@ class AgentBase(abc.ABC):
             state.stop_budget("max_wall_s", f"the model call passed the {b.max_wall_s:g} s wall-time budget")
             return None
         except ModelError as exc:
+            tracing.failed(type(exc).__name__, str(exc))  # on the ``chat`` span
             state.errors["model"] += 1
             state.trace.emit("model_error", turn=turn, call=call, message=str(exc), retryable=exc.retryable)
             state.retryable = exc.retryable
@@ -268,13 +300,6 @@ class AgentBase(abc.ABC):
             return None
         finally:
             self._model_task = None
-        state.tokens_in += response.usage.input_tokens
-        state.tokens_out += response.usage.output_tokens
-        state.usage_unknown += not response.usage.reported
-        duration_ms = round((time.perf_counter() - started) * 1000, 2)
-        state.trace.emit("model_response", turn=turn, call=call, duration_ms=duration_ms,
-                         response=response.model_dump(mode="json", exclude={"raw"}))
-        state.messages.append(response.to_message())
         return response
 
     @staticmethod

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import tracing
 from ..results import ToolCallRecord
 from ..runtime.discovery import SEARCH_TOOLS
 from ..runtime.ledger import CallLedger
@@ -212,6 +213,7 @@ class FunctionCallingAgent(AgentBase):
         ledger = CallLedger(cache)  # one per turn (policies count per execution); ids unique per episode
         if (events := turn_events(state.trace, state.turns)) is not None:
             ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
+        ledger.trace = tracing.run_trace(own_span=False)  # the calls' spans, under the episode's
         names = [host_name.get(c.name, c.name) for c in runnable]
         calls = [runtime.host.acall(ledger, n, self._paged(runtime, n, self._arguments(runtime, n, c.arguments)))
                  for n, c in zip(names, runnable, strict=True)]

@@ -5,6 +5,7 @@ resume after suspension), suspend when idle. The public entry points are ``Sessi
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import weakref
@@ -237,7 +238,9 @@ def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object
     every kernel from one long-lived thread, see ``sandbox.local._spawn``.)"""
     sessions, errors = [], []
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="codeact-fork") as pool:
-        futures = [pool.submit(runtime.restore, snapshot, **options) for _ in range(n)]  # type: ignore[arg-type]
+        # each in a copy of this context: the caller's span (``codeact.tracing``) is the restores' parent
+        futures = [pool.submit(contextvars.copy_context().run, runtime.restore, snapshot, **options)  # type: ignore[arg-type]
+                   for _ in range(n)]
         for future in futures:
             try:
                 sessions.append(future.result())

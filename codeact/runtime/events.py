@@ -27,6 +27,7 @@ Call events are never dropped (a run has at most ``max_calls_per_run`` calls).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 import time
@@ -260,7 +261,9 @@ def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink,
             sink.detach()
             sink.queue.put(None)
 
-    thread = threading.Thread(target=work, name="codeact-run-events", daemon=True)
+    # in a copy of the caller's context: its current span (``codeact.tracing``) is the run's parent
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,), name="codeact-run-events",
+                              daemon=True)
     thread.start()
     return sink, thread, box
 

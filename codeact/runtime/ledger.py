@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..results import ToolCallError, ToolCallRecord
+from ..tracing import RunTrace
 from ._admission import SessionGate
 
 _MAX_MESSAGE = 4000
@@ -145,6 +146,8 @@ class CallLedger:
         #: (record, claim token, on the pool) of each plain call: what the tool host gives back
         #: for a call still running when the run ended (``ToolHost.release_abandoned``).
         self.holds: list[tuple[ToolCallRecord, Any, bool]] = []
+        #: The run's OpenTelemetry spans (``codeact.tracing``), or None when tracing is off.
+        self.trace: RunTrace | None = None
 
     @property
     def cache(self) -> dict[str, Any]:
@@ -157,6 +160,8 @@ class CallLedger:
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
+        if self.trace is not None:
+            self.trace.opened(record)
         return record
 
     def open_running(self, name: str, arguments: Any, size: int, max_calls: int, max_bytes: int,
@@ -177,6 +182,8 @@ class CallLedger:
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
+        if self.trace is not None:
+            self.trace.opened(record)
         return record
 
     def arrive(self, size: int, max_calls: int, max_bytes: int) -> str | None:
@@ -249,6 +256,8 @@ class CallLedger:
                                    finished=True)
             record.__pydantic_fields_set__.update(_END_FIELDS)
         self.store.track(-1)
+        if self.trace is not None:
+            self.trace.finished(record)
         return True
 
     def close_pending(self, code: str, message: str) -> None:

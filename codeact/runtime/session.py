@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
 from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
@@ -79,6 +80,7 @@ class Runtime:
             self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs, prepare=_note_workspace)
         #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
         self.suspender = _lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s else None
+        tracing.watch(self)
 
     @property
     def prompt_view(self) -> str:
@@ -170,11 +172,20 @@ class Runtime:
         """The warm pool (``SandboxConfig.pool_size`` > 0), if any."""
         return self._pool
 
+    def _otel_gauges(self) -> dict[str, int]:
+        """What ``codeact.tracing``'s gauges read of this runtime."""
+        sessions = [s for s in list(self._sessions) if s.state == "open"]
+        return {"codeact.sessions.open": len(sessions),
+                "codeact.sessions.suspended": sum(s.suspended for s in sessions),
+                "codeact.pool.size": self._pool.idle if self._pool is not None and not self.closed else 0}
+
     def _open_kernel(self, config: SandboxConfig, workspace: Path | None,
                      inputs: Mapping[str, Path]) -> KernelDriver:
         """A started, handshaken kernel: from the warm pool when the session needs nothing special."""
         if self._pool is not None and workspace is None and not inputs and config == self.config:
+            asked = time.perf_counter()
             pooled = self._pool.acquire()
+            tracing.pool_acquired(time.perf_counter() - asked, pooled is not None)
             if pooled is not None:
                 return pooled
         return open_kernel(config, self.stubs, workspace, inputs)
@@ -270,7 +281,8 @@ class Session:
         if self.state == "closed":
             raise SessionClosed("the session is closed")
         if self._resume is not None:
-            _lifecycle.rebuild(self, timeout_s)
+            with tracing.span("codeact.restore", {"codeact.restore.cells": len(self._cells)}):
+                _lifecycle.rebuild(self, timeout_s)
             assert self._driver is not None
             return self._driver
         if self._driver is None or self._driver.dead:
@@ -325,9 +337,18 @@ class Session:
     def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True,
                   sink: _events._Sink | None = None, restored: bool = False) -> ExecutionResult:
         """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
+        trace = tracing.run_trace(replayed=self._host is not None)
+        if trace is None:
+            return self._traced_cell(code, timeout_s, log, sink, restored, None)
+        with trace:  # ends the run's span, as failed if the run raised
+            return trace.ended(self._traced_cell(code, timeout_s, log, sink, restored, trace))
+
+    def _traced_cell(self, code: str, timeout_s: float | None, log: bool, sink: _events._Sink | None,
+                     restored: bool, trace: tracing.RunTrace | None) -> ExecutionResult:
         driver = self._ensure()
         self._interrupted = False
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
+        ledger.trace = trace
         before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace or driver.prepared)
 
         on_call = self._call_handler(driver, ledger)
@@ -475,8 +496,9 @@ class Session:
         workspace, rebuilt by replay); tool calls made after the fork are real and separate."""
         if n < 1:
             raise ValueError(f"fork needs n >= 1, got {n}")
-        snap = self.snapshot(allow_inexact=allow_inexact)
-        return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
+        with tracing.span("codeact.fork", {"codeact.fork.n": n}):
+            snap = self.snapshot(allow_inexact=allow_inexact)
+            return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
 
     def suspend(self) -> bool:
         """Stop the sandbox now and rebuild it at the next run; False (nothing changes) if the
@@ -484,7 +506,11 @@ class Session:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            return _lifecycle.suspend(self)
+            with tracing.span("codeact.suspend") as current:
+                done = _lifecycle.suspend(self)
+                if current is not None:
+                    current.set_attribute("codeact.suspend.done", done)
+                return done
         finally:
             self._lock.release()
 

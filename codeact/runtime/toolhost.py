@@ -375,6 +375,8 @@ class ToolHost:
                 return
             fn, name = route.fn, route.name
             assert fn is not None
+            if ledger.trace is not None:  # the call's span is current while the tool runs
+                fn = ledger.trace.wrap(record, fn)
             elapsed = None
             if admitted:
                 started = time.perf_counter()
@@ -563,6 +565,8 @@ class ToolHost:
                 if not ledger.begin(record):  # its run ended while it waited: it never runs
                     raise ToolError("timeout", "the run ended before this call started")
                 fn, name = tool.fn, tool.name
+                if ledger.trace is not None:  # the call's span is current while the tool runs
+                    fn = ledger.trace.wrap(record, fn, tool.is_async)
                 job: concurrent.futures.Future[Any] | None = None
                 if tool.is_async:
                     work: asyncio.Future[Any] = asyncio.ensure_future(_guarded(lambda: fn(**args)))

@@ -133,6 +133,11 @@ class SandboxPool:
             self._cond.notify_all()
             return driver
 
+    @property
+    def idle(self) -> int:
+        """Warm kernels waiting to be taken now."""
+        return len(self._ready)
+
     def wait_ready(self, timeout_s: float = 60.0) -> bool:
         """Block until the pool is full (for benchmarks and tests)."""
         with self._cond:
