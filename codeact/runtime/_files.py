@@ -9,23 +9,27 @@ An empty workspace whose directory was last changed well before the snapshot (ol
 is not walked again after the run if the directory's own stat signature is unchanged: creating
 anything in it would have changed its mtime/ctime (a run that computes and writes nothing, the
 common case, costs one ``stat``).
+
+The workspace is the sandbox's: both scans go through ``sandbox.hostfs`` (no link followed, no
+FIFO opened blocking, hard links and special files not listed) and are bounded by ``LIMITS``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
 
 from ..results import FileInfo
+from ..sandbox.hostfs import Limits, Tree
 
 __all__ = ["WorkspaceSnapshot", "snapshot", "written_files"]
 
 MAX_FILES = 1000  # listed per run
-_MAX_SCAN = 20_000  # entries walked per snapshot: a hostile workspace cannot make the host walk forever
 _RECENT_NS = 200_000_000  # a file changed this recently may share a timestamp tick with a rewrite
-_HASH_BUDGET = 64 * 1024 * 1024  # bytes hashed per snapshot
+#: Each scan (twice a run, outside its timeout): entries walked, bytes hashed, seconds. Past them the
+#: scan is partial: what it found is listed, and nothing is reported removed.
+LIMITS = Limits(entries=20_000, bytes=64 * 1024 * 1024, seconds=5.0)
 _Sig = tuple[int, int, int, int]
 
 
@@ -39,53 +43,23 @@ class WorkspaceSnapshot:
     #: The root's stat signature when the root held nothing and had not changed recently: while
     #: it stays the same, nothing was created (set by ``snapshot``; None means walk).
     empty_root: _Sig | None = None
+    #: False when a limit cut the scan short (see ``LIMITS``).
+    complete: bool = True
 
 
 def _root_sig(root: str) -> _Sig | None:
     try:
-        st = os.stat(root)
+        st = os.stat(root)  # the root itself is the host's path, not the sandbox's
     except OSError:
         return None
     return st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _walk(root: str) -> list[tuple[str, os.stat_result]]:
-    """The regular files under ``root``: at most ``_MAX_SCAN`` entries are looked at in all, however
-    many one directory holds (the scan runs twice a run, outside its timeout)."""
-    out: list[tuple[str, os.stat_result]] = []
-    stack, seen = [root], 0
-    while stack and seen < _MAX_SCAN:
-        try:
-            entries = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                seen += 1
-                if seen > _MAX_SCAN:
-                    break
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        out.append((os.path.relpath(entry.path, root), entry.stat(follow_symlinks=False)))
-                except OSError:
-                    continue
-    return out
-
-
-def _digest(path: str, budget: list[int]) -> bytes | None:
-    h = hashlib.sha256()
+def _tree(root: str) -> Tree | None:
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                budget[0] -= len(chunk)
-                if budget[0] < 0:
-                    return None
-                h.update(chunk)
+        return Tree(root, LIMITS)
     except OSError:
         return None
-    return h.digest()
 
 
 def snapshot(root: str | os.PathLike[str], reuse: WorkspaceSnapshot | None = None) -> WorkspaceSnapshot:
@@ -97,22 +71,22 @@ def snapshot(root: str | os.PathLike[str], reuse: WorkspaceSnapshot | None = Non
         return reuse
     snap = WorkspaceSnapshot()
     recent = time.time_ns() - _RECENT_NS
-    budget = [_HASH_BUDGET]
-    try:
-        with os.scandir(root) as entries:
-            empty = next(entries, None) is None
-    except OSError:
-        empty = False
-    if empty and sig is not None and max(sig[2], sig[3]) < recent and sig == _root_sig(root):
-        snap.empty_root = sig
+    tree = _tree(root)
+    if tree is None:
         return snap
-    for rel, st in _walk(root):
-        snap.sigs[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        snap.sizes[rel] = st.st_size
-        if max(st.st_mtime_ns, st.st_ctime_ns) >= recent and budget[0] > 0:
-            digest = _digest(os.path.join(root, rel), budget)
-            if digest is not None:
-                snap.hashes[rel] = digest
+    with tree:
+        if tree.is_empty() and sig is not None and max(sig[2], sig[3]) < recent and sig == _root_sig(root):
+            snap.empty_root = sig
+            return snap
+        found = tree.listing()
+        snap.complete = found.complete
+        for rel, st in found.files.items():
+            snap.sigs[rel] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            snap.sizes[rel] = st.st_size
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= recent:
+                digest = tree.digest(rel)
+                if digest is not None:
+                    snap.hashes[rel] = digest
     return snap
 
 
@@ -121,18 +95,20 @@ def written_files(root: str | os.PathLike[str], before: WorkspaceSnapshot) -> tu
     root = os.fspath(root)
     if before.empty_root is not None and _root_sig(root) == before.empty_root:
         return [], []
+    tree = _tree(root)
+    if tree is None:
+        return [], []
     found: list[FileInfo] = []
-    present: set[str] = set()
-    budget = [_HASH_BUDGET]
-    for rel, st in _walk(root):
-        present.add(rel)
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        old = before.sigs.get(rel)
-        changed = old != sig
-        if not changed and rel in before.hashes:
-            changed = _digest(os.path.join(root, rel), budget) != before.hashes[rel]
-        if changed:
-            found.append(FileInfo(path=rel, size=st.st_size))
+    with tree:
+        listing = tree.listing()
+        for rel, st in listing.files.items():
+            sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            changed = before.sigs.get(rel) != sig
+            if not changed and rel in before.hashes:
+                changed = tree.digest(rel) != before.hashes[rel]
+            if changed:
+                found.append(FileInfo(path=rel, size=st.st_size))
     found.sort(key=lambda f: f.path)
-    removed = sorted(set(before.sigs) - present)
+    # A partial scan cannot tell a file removed from one not looked at: nothing is called removed.
+    removed = sorted(set(before.sigs) - set(listing.files)) if listing.complete else []
     return found[:MAX_FILES], removed

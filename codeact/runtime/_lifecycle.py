@@ -105,7 +105,8 @@ def rebuild(session: Session, run_timeout_s: float | None = None) -> None:
     try:
         driver = session._ensure()
         workspace = driver.sandbox.workspace
-        keep = set(list_files(workspace))
+        listed = list_files(workspace)
+        keep = None if listed is None else set(listed)
         replay(session, cells, rebuild_budget(cells, run_timeout_s or session.config.timeout_s,
                                               session.config.rebuild_timeout_s))
         _refill_cache(session, cells)

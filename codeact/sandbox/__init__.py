@@ -32,16 +32,17 @@ def create_sandbox(config: SandboxConfig, session_dir: Path, workspace: Path,
 
 def _link_inputs(workspace: Path, inputs: Mapping[str, Path]) -> None:
     """``inputs/NAME`` → each input; a link left by an earlier sandbox on this workspace is
-    replaced (a restarted kernel, a new session on the same directory)."""
+    replaced (a restarted kernel, a new session on the same directory). The workspace is the
+    sandbox's: the links are made fd-relative (``hostfs``), never through a link planted there."""
     from ..errors import SandboxUnavailable
+    from .hostfs import Tree
 
-    target = workspace / "inputs"
-    target.mkdir(exist_ok=True)
-    for name, src in inputs.items():
-        link = target / name
-        if link.is_symlink():
-            link.unlink()
-        elif link.exists():
-            raise SandboxUnavailable(f"{link} exists and is not the link to the input {name!r}: "
-                                     "move it away, or give the input another name")
-        link.symlink_to(src)
+    with Tree(workspace) as tree:
+        for name, src in inputs.items():
+            try:
+                tree.symlink(f"inputs/{name}", str(src))
+            except FileExistsError:
+                raise SandboxUnavailable(f"{workspace / 'inputs' / name} exists and is not the link to the input "
+                                         f"{name!r}: move it away, or give the input another name") from None
+            except NotADirectoryError:
+                raise SandboxUnavailable(f"{workspace / 'inputs'} is not a directory: move it away") from None

@@ -10,8 +10,9 @@ device per live session; the image is deleted at close.
 A user-given directory (``rt.session(workspace=DIR)``) is *copied in* at start, so its owner and
 mode are never touched and the code can read every file in it whoever owns them, and each run's
 written and deleted files (``ExecutionResult.files``) are *written back* after the run; a file the
-run created is given the directory's owner. The copy counts against the quota. Changes made to DIR
-by others while the session is open are not seen by the code (write to ``session.workspace``).
+run created is given the directory's owner. Both copies go through ``hostfs`` (nothing followed).
+The copy counts against the quota. Changes made to DIR by others while the session is open are not
+seen by the code (write to ``session.workspace``).
 
 Without root (no loop devices) the workspace is a plain directory with no quota besides ``fsize``
 per file, and a user directory is bind-mounted as it is (run the code as its owner: ``uid``).
@@ -22,13 +23,17 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
+from .hostfs import Limits, Tree, TreeLimit, parts_of
 
 __all__ = ["Workspace", "loop_available", "unmount_under"]
 
+#: Copying a user's directory in or a run's files out: the quota bounds the bytes.
+_COPY_LIMITS = Limits(entries=300_000, seconds=300.0)
 _MKFS = ["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode"]
 
 
@@ -65,44 +70,63 @@ class Workspace:
             self._copy_in()
 
     def _copy_in(self) -> None:
+        """Copy the user's directory into the fresh workspace (before the sandbox starts): regular
+        files, directories and symlinks (as links, never followed); FIFOs, sockets and devices are
+        left out. The directory is the user's, so its hard-linked files are copied too."""
         assert self.user_dir is not None
+        owner = (self.uid, self.uid)
         try:
-            shutil.copytree(self.user_dir, self.path, symlinks=True, dirs_exist_ok=True,
-                            copy_function=shutil.copyfile)
-        except shutil.Error as exc:
-            if any("No space left" in str(e) for e in exc.args[0]):
-                raise SandboxUnavailable(f"workspace {self.user_dir} does not fit disk_mb={self.disk_mb}") from None
-            raise SandboxUnavailable(f"cannot copy workspace {self.user_dir} in: {exc.args[0][0]}") from None
+            with Tree(self.user_dir, _COPY_LIMITS, hardlinks=True) as src, Tree(self.path, _COPY_LIMITS) as dst:
+                found = src.listing()
+                if not found.complete:
+                    raise SandboxUnavailable(f"cannot copy workspace {self.user_dir} in: {found.reason}")
+                for rel in found.dirs:  # a directory is listed after its parent
+                    os.close(dst.make_dirs(parts_of(rel), replace=False, owner=owner))
+                for rel in found.files:
+                    opened = src.open_file(rel)
+                    if opened is not None:
+                        fd, st = opened
+                        try:
+                            dst.write(rel, fd, mode=stat.S_IMODE(st.st_mode) | 0o600, owner=owner)
+                        finally:
+                            os.close(fd)
+                for rel in found.links:
+                    dst.symlink(rel, src.readlink(rel), owner=owner)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise SandboxUnavailable(f"workspace {self.user_dir} does not fit disk_mb={self.disk_mb}") from None
-            raise
-        for dirpath, dirnames, filenames in os.walk(self.path):
-            for name in [*dirnames, *filenames]:
-                os.lchown(os.path.join(dirpath, name), self.uid, self.uid)
+            raise SandboxUnavailable(f"cannot copy workspace {self.user_dir} in: {exc}") from None
+        except TreeLimit as exc:
+            raise SandboxUnavailable(f"cannot copy workspace {self.user_dir} in: {exc}") from None
 
     def sync_out(self, written: list[str], removed: list[str]) -> None:
-        """Write a run's files back to the user's directory (copy-in mode only)."""
+        """Write a run's files back to the user's directory (copy-in mode only). Each is read from
+        the workspace through ``hostfs`` (a link, FIFO or hard link there is not copied) and made
+        anew in the directory, walked fd-relative: a symlink in the directory's own tree is never
+        followed (a file below one is not written back; one at the file's name is replaced, as the
+        code replaced it). A file that was there keeps its mode and owner; a new one gets the
+        directory's owner."""
         if not self.quota or self.user_dir is None:
             return
-        owner = self.user_dir.stat()
-        base = os.path.realpath(self.user_dir)
-        for rel in written:
-            dest = os.path.realpath(os.path.join(base, rel))
-            if not dest.startswith(base + os.sep):
-                continue  # a path through a symlink the code planted: never write outside the dir
-            _make_parents(base, os.path.dirname(dest), owner)
-            fresh = not os.path.lexists(dest)
-            try:
-                _copy_regular(self.path / rel, dest)
-                if fresh:
-                    os.chown(dest, owner.st_uid, owner.st_gid)
-            except OSError:
-                continue  # gone again, or unwritable: the result still lists it
-        for rel in removed:
-            dest = os.path.realpath(os.path.join(base, rel))
-            if dest.startswith(base + os.sep) and os.path.isfile(dest) and not os.path.islink(dest):
-                os.unlink(dest)
+        owner_st = os.stat(self.user_dir)
+        owner = (owner_st.st_uid, owner_st.st_gid)
+        with Tree(self.path, _COPY_LIMITS) as src, Tree(self.user_dir, _COPY_LIMITS) as dest:
+            for rel in written:
+                opened = src.open_file(rel)
+                if opened is None:
+                    continue  # gone, or no longer a regular file of the workspace
+                fd, st = opened
+                try:
+                    dest.write(rel, fd, mode=(stat.S_IMODE(st.st_mode) & 0o755) | 0o600, owner=owner,
+                               replace=False, inherit=True)
+                except OSError:
+                    continue  # below a link or a file of the directory, or unwritable: still listed
+                except TreeLimit:
+                    break
+                finally:
+                    os.close(fd)
+            for rel in removed:
+                dest.remove(rel)
 
     def close(self) -> None:
         """Unmount and delete the image (the session directory itself is removed by the caller)."""
@@ -158,23 +182,6 @@ def _sparse_copy(src: Path, dest: Path) -> None:
                 fout.write(chunk)
                 remaining -= len(chunk)
             offset = hole
-
-
-def _copy_regular(src: Path, dest: str) -> None:
-    """Copy ``src`` (never through a symlink the code may have swapped in) over ``dest``."""
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as fin, open(dest, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-
-
-def _make_parents(base: str, directory: str, owner: os.stat_result) -> None:
-    missing: list[str] = []
-    while directory != base and not os.path.isdir(directory):
-        missing.append(directory)
-        directory = os.path.dirname(directory)
-    for path in reversed(missing):
-        os.mkdir(path)
-        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def _run(cmd: list[str]) -> None:

@@ -49,12 +49,13 @@ def test_the_scan_looks_at_no_more_entries_than_its_cap(tmp_path: Path, monkeypa
     # The cap holds inside one directory too (it was checked once a directory: 150,000 files in one
     # were all stat'ed, twice a run, and a 1 s run took 3 s).
     from codeact.runtime import _files
+    from codeact.sandbox.hostfs import Limits
 
-    monkeypatch.setattr(_files, "_MAX_SCAN", 25)
+    monkeypatch.setattr(_files, "LIMITS", Limits(entries=25))
     for i in range(200):
         (tmp_path / f"f{i}.txt").write_text("x")
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "deep.txt").write_text("y")
-    found = _files._walk(str(tmp_path))
-    assert 0 < len(found) <= 25, len(found)  # all 201 before
+    found = _files.snapshot(tmp_path)
+    assert 0 < len(found.sigs) <= 25 and not found.complete, len(found.sigs)  # all 201 before
