@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = [
     "CodeError",
+    "Diagnostic",
     "ExecutionResult",
     "FileInfo",
     "Termination",
@@ -20,7 +21,8 @@ __all__ = [
 ]
 
 #: ``interrupted``: stopped on request (``Session.interrupt``, Ctrl-C in the CLI); the records so far are kept.
-Termination = Literal["completed", "error", "timeout", "memory", "output_limit", "killed", "interrupted"]
+#: ``rejected``: not run, the check found an error (``Runtime(check="block")``); nothing happened.
+Termination = Literal["completed", "error", "timeout", "memory", "output_limit", "killed", "interrupted", "rejected"]
 
 
 class ToolCallError(BaseModel):
@@ -61,6 +63,21 @@ class CodeError(BaseModel):
     traceback: str = ""
 
 
+class Diagnostic(BaseModel):
+    """A problem the check found in a code action before it ran, at the model's own line and
+    (1-based) column. ``error``: certain to fail; ``warning``: likely, or not certain."""
+
+    model_config = ConfigDict(frozen=True)
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+
 class FileInfo(BaseModel):
     """A file the code wrote in the workspace (path relative to the workspace)."""
 
@@ -97,6 +114,8 @@ class ExecutionResult(BaseModel):
     #: This run started from a state rebuilt by replay (after a lost sandbox with
     #: ``SandboxConfig(recover=True)``, an idle suspension, or a lazy ``Runtime.restore``).
     restored: bool = False
+    #: What the check found before the run (``Runtime(check=...)``); left out when empty.
+    diagnostics: list[Diagnostic] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)
@@ -161,12 +180,25 @@ def _call_line(call: ToolCallRecord) -> str:
     return f"- {call.name}({args}) -> did not finish"
 
 
+def _diagnostic_lines(result: ExecutionResult, max_chars: int) -> str:
+    found = result.diagnostics
+    errors = sum(d.severity == "error" for d in found)
+    if result.termination == "rejected":
+        head = f"rejected before running ({errors} error{'s' if errors != 1 else ''}; nothing ran, no tool was called):"
+    else:
+        head = f"check ({len(found)} finding{'s' if len(found) != 1 else ''}, the code ran anyway):"
+    lines = [f"- line {d.line}, col {d.column}: {d.severity} [{d.code}] {d.message}" for d in found]
+    return head + "\n" + _clip_middle("\n".join(lines), max_chars)
+
+
 def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
     """The text fed back to the model: output, value, one line per call, the error with its line.
 
     Long parts are cut from the middle, saying how much was cut; ``result`` keeps everything.
     """
     parts: list[str] = []
+    if result.diagnostics:
+        parts.append(_diagnostic_lines(result, max_chars // 4))
     if result.stdout:
         note = " (truncated by the sandbox)" if result.stdout_truncated else ""
         parts.append(f"stdout{note}:\n{_clip_middle(result.stdout.removesuffix(chr(10)), max_chars // 2)}")
@@ -183,7 +215,7 @@ def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
         where = f" at line {err.lineno}" if err.lineno is not None else ""
         tb = f"\n{_clip_middle(err.traceback, max_chars // 4)}" if err.traceback else ""
         parts.append(f"error{where}: {err.type}: {_clip_middle(err.message, 1000)}{tb}")
-    if result.termination not in ("completed", "error"):
+    if result.termination not in ("completed", "error", "rejected"):
         why = f": {result.reason}" if result.reason else ""
         parts.append(f"run ended: {result.termination}{why}")
     if result.state_lost:

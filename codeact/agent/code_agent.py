@@ -143,7 +143,9 @@ class CodeActAgent(AgentBase):
         result = await asyncio.to_thread(session.run, code, timeout_s=min(session.config.timeout_s, left),
                                          on_event=turn_events(state.trace, state.turns))
         state.add_records(result.calls)
-        if not result.ok:
+        if result.termination == "rejected":  # the check found an error: nothing ran
+            state.errors["check"] += 1
+        elif not result.ok:
             syntax = result.error is not None and result.error.type in _SYNTAX_ERRORS
             state.errors["syntax" if syntax else "runtime"] += 1
         observation = render_observation(result, self.max_observation_chars)

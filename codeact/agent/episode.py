@@ -12,7 +12,7 @@ Counting rules, the same in both modes so episodes compare like with like:
   are not JSON, in code mode a direct call of a tool other than ``execute_python``), ``runtime``
   (code that raised, timed out or was killed), ``tool`` (failed tool calls), ``budget`` (1 when
   a budget ended the run), ``model`` (provider errors, replies cut off by the output limit or a
-  broken stream).
+  broken stream), ``check`` (code actions the check rejected before they ran, ``check="block"``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..results import ToolCallRecord
 __all__ = ["ERROR_LAYERS", "Budget", "Episode", "EpisodeStatus"]
 
 EpisodeStatus = Literal["answered", "incomplete", "error"]
-ERROR_LAYERS: tuple[str, ...] = ("syntax", "runtime", "tool", "budget", "model")
+ERROR_LAYERS: tuple[str, ...] = ("syntax", "runtime", "tool", "budget", "model", "check")
 
 
 class Budget(BaseModel):

@@ -41,7 +41,7 @@ def _register_optional() -> None:
     # Commands from later layers register themselves here when their modules exist.
     import importlib
 
-    for name in ("_agent", "_serve", "_evals", "_view"):
+    for name in ("_agent", "_serve", "_evals", "_view", "_check"):
         try:
             module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:

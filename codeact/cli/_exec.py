@@ -87,6 +87,8 @@ def exec_command(
         "--session", help="snapshot file: restore the session from it first (if it exists), save it after")] = None,
     events: Annotated[bool, typer.Option("--events", help="print the run's live events as JSON lines; "
                                          "the last, 'done', holds the result")] = False,
+    check: Annotated[str, typer.Option("--check", help="off, warn (run, and say what the check found) or block "
+                                       "(a cell with an error does not run)")] = "warn",
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
 
@@ -96,12 +98,14 @@ def exec_command(
     from ..runtime.session import Runtime
 
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
+    if check not in ("off", "warn", "block"):
+        raise typer.BadParameter(f"--check must be off, warn or block, not {check!r}")
     code = _read_code(file)
     live = sys.stdout.isatty() and sys.stderr.isatty()  # asked before stdout is set aside
     with machine_stdout() as out:
         listener = _live.listener(events, as_json, out, live=live)
         toolset = load_toolset(tools or [], tool_spec or [])
-        runtime = Runtime(toolset, config)
+        runtime = Runtime(toolset, config, check=check)  # type: ignore[arg-type]  # checked above
         not_saved = None
         try:
             with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close

@@ -34,6 +34,9 @@ def _labelled(label: str, text: str, style: str | None = None) -> Text:
 def print_result(result: ExecutionResult, file: TextIO | None = None) -> None:
     """A human summary of one ExecutionResult (on ``file``, else stdout)."""
     console = Console(file=file, highlight=False, soft_wrap=True)
+    for found in result.diagnostics:
+        console.print(Text(f"line {found.line}, col {found.column}: {found.severity} [{found.code}] {found.message}",
+                           style="red" if found.severity == "error" else "yellow"))
     if result.stdout:
         console.rule("stdout", style="dim")
         console.print(Text(result.stdout.rstrip("\n") + (" …[truncated]" if result.stdout_truncated else "")))

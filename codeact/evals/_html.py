@@ -46,7 +46,7 @@ def render_html(report: Report, out_dir: Path, plots: Sequence[str]) -> str:
         "<h2>Episodes</h2>",
         _table(*episodes_table(report)),
         "<h2>Per mode</h2>",
-        "<p>Means per compared episode; errors are totals by layer (syntax, runtime, tool, budget, model). "
+        "<p>Means per compared episode; errors are totals by layer (syntax, runtime, tool, budget, model, check). "
         "Turns are replies that asked for an action; model calls also count the final answer.</p>",
         _table(*mode_table(report)),
         "<h2>Code vs JSON, per task</h2>",

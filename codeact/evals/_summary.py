@@ -17,7 +17,7 @@ from .suite import EpisodeKey
 
 __all__ = ["LAYERS", "ModeStats", "Report", "TaskRow", "summarize"]
 
-LAYERS = ("syntax", "runtime", "tool", "budget", "model")
+LAYERS = ("syntax", "runtime", "tool", "budget", "model", "check")
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -38,7 +38,7 @@ def render_markdown(report: Report, plots: Sequence[str]) -> str:
              *(f"{note}\n" for note in notes(report)),
              "## Episodes", "", _md_table(*episodes_table(report)), "",
              "## Per mode", "",
-             "Means per compared episode; errors are totals by layer (syntax, runtime, tool, budget, model). "
+             "Means per compared episode; errors are totals by layer (syntax, runtime, tool, budget, model, check). "
              "Turns are replies that asked for an action; model calls also count the final answer.", "",
              _md_table(*mode_table(report)), "", "## Code vs JSON, per task", "", _md_table(*task_table(report)), "",
              paired_text(report.paired), ""]

@@ -98,6 +98,8 @@ class ToolViews:
         builtins = {**{n: t.spec for n, t in host.builtins.items()}, SEARCH_TOOLS: _SEARCH_SPEC,
                     DESCRIBE_TOOL: _DESCRIBE_SPEC}
         specs = [*toolset.specs, *(s for n, s in builtins.items() if n not in toolset)]
+        #: Every spec the sandbox has a stub of, the built-ins included (what the check reads).
+        self.sandbox_specs = specs
         self.catalog = ToolCatalog(toolset.specs, toolset.groups, names=python_names(specs))
         for made in discovery_tools(self.catalog):
             host.builtins.setdefault(made.name, made)

@@ -17,14 +17,15 @@ from typing import Any, Literal
 
 from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
-from ..results import CodeError, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
+from ..results import CodeError, Diagnostic, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
-from . import _lifecycle, _retained
+from ..tool_stubs.check import Checker, CheckMode, has_errors
+from . import _check, _lifecycle, _retained
 from . import events as _events
 from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
@@ -53,7 +54,12 @@ class Runtime:
                  max_argument_bytes: int = 256 * 1024, max_concurrency: int = 32, tool_timeout_s: float = 30.0,
                  max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
                  max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
-                 prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None) -> None:
+                 prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None,
+                 check: CheckMode = "warn") -> None:
+        #: Check each code action before it runs (``tool_stubs.check``): ``warn`` runs it and puts
+        #: what was found in ``diagnostics``; ``block`` does not run a cell with an error (it ends
+        #: ``rejected``, nothing happened); ``off`` does not check.
+        self.check_mode = _check.check_mode(check)
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
@@ -64,6 +70,7 @@ class Runtime:
                              max_in_flight_per_session=max_in_flight_per_session)
         self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
         self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
+        self.checker = Checker(self.views.sandbox_specs, self.views.catalog.names)
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
@@ -98,6 +105,10 @@ class Runtime:
         session = Session(self, workspace=workspace, inputs=inputs, config=config)
         self._sessions.add(session)
         return session
+
+    def check(self, code: str) -> list[Diagnostic]:
+        """What the check finds in ``code`` as the first cell of a fresh session (nothing runs)."""
+        return self.checker.check(code)
 
     def run(self, code: str, **kwargs: Any) -> ExecutionResult:
         """Run one code action in a fresh session."""
@@ -231,6 +242,7 @@ class Session:
         self._restored = False  # the next result says restored
         self._interrupted = False
         self._workspace: WorkspaceSnapshot | None = None  # the last run's snapshot of the workspace
+        self._names = _check.SessionNames()  # what the namespace may hold, for the check
 
     @property
     def history(self) -> collections.deque[ExecutionResult]:
@@ -251,6 +263,7 @@ class Session:
     def cells(self, cells: list[CellRecord]) -> None:
         self._settle()
         self._cells = cells
+        self._names.learn_cells(c.code for c in cells)
         self._kept.reset(cells)
         self._reset_upto = 0
 
@@ -313,9 +326,23 @@ class Session:
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         return _events.stream(self, code, timeout_s)
 
+    def check(self, code: str) -> list[Diagnostic]:
+        """What the check finds in ``code`` as this session's next cell (nothing runs)."""
+        return self._names.check(self.runtime.checker, code)
+
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:
             self.last_used = time.monotonic()
+            found: list[Diagnostic] = []
+            if self.runtime.check_mode != "off":
+                if self.state == "closed":
+                    raise SessionClosed("the session is closed")
+                found = self.check(code)
+                if self.runtime.check_mode == "block" and has_errors(found):
+                    result = _check.rejected(found)
+                    self._settle()
+                    self._remember(result, 0)  # in history; not in cells: it changed nothing
+                    return result
             note = None
             if self._resume is not None:
                 self._interrupted = False
@@ -331,6 +358,7 @@ class Session:
             result = self._run_cell(code, timeout_s, sink=sink, restored=restored)
             if note is not None:
                 result.reason = note if result.reason is None else f"{result.reason}; {note}"
+            result.diagnostics = found
             self.last_used = time.monotonic()
             return result
 
@@ -364,6 +392,7 @@ class Session:
                              after_send=self._settle)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
+        self._names.learn(code, outcome.done.names if outcome.done is not None else None)
         files = _written_files(driver.sandbox, before)
         # A listener that raised, or a stream left early, interrupted the run on request too.
         interrupted = self._interrupted or (sink is not None and sink.cancelled)
@@ -441,6 +470,7 @@ class Session:
         anything is sent, the session untouched; SandboxError as :meth:`_reset`."""
         with self._lock:
             self._control(lambda driver: driver.bind(values))
+            self._names.bind(values)
 
     def _control(self, action: Callable[[KernelDriver], None]) -> None:
         """Do a reset/bind on the kernel (caller holds the lock); a kernel that died is discarded."""

@@ -80,7 +80,7 @@ class CellRecord(BaseModel):
         """The record of a run, from its result and the ledger's full (unbounded) call records."""
         status: Literal["completed", "raised", "inexact"] = "completed"
         reason = None
-        if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted"):
+        if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted", "rejected"):
             status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
         elif result.error is not None:
             status = "raised"

@@ -29,7 +29,8 @@ from codeact.tool_stubs._schema_to_py import (
 )
 from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
 
-__all__ = ["HEADER", "LAZY_MARKER", "render_lean_stubs", "render_module", "render_stubs"]
+__all__ = ["HEADER", "LAZY_MARKER", "StubParameter", "render_lean_stubs", "render_module", "render_stubs",
+           "stub_signature"]
 
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
@@ -89,6 +90,25 @@ class _Param:
     default: str | None  # Python source of the default; None when required
     omit_if_none: bool
     doc: str
+
+
+@dataclass(frozen=True)
+class StubParameter:
+    """One parameter of a stub as the check sees it: its Python name, the key it is sent as, and
+    whether a ``None`` for it is left out rather than sent (an optional parameter without null)."""
+
+    name: str
+    key: str
+    required: bool
+    omit_if_none: bool
+
+
+def stub_signature(spec: ToolSpec, stub: str) -> tuple[list[StubParameter], bool]:
+    """The parameters of ``spec``'s stub in positional order, and whether it takes ``**kwargs``
+    (the same signature :func:`render_stubs` and :func:`render_lean_stubs` write)."""
+    params = [StubParameter(p.name, p.key, p.default is None, p.omit_if_none) for p in _params(spec, stub, None)]
+    extra = spec.input_schema.get("additionalProperties")
+    return params, extra is True or (isinstance(extra, dict) and bool(extra))
 
 
 def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:

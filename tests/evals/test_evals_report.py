@@ -56,7 +56,7 @@ def test_summary_numbers(run_dir: Path) -> None:
     assert code.turns == 1 and json_.turns == 3 and json_.model_calls == 4
     assert code.tokens_per_success == pytest.approx(10 * 1100 / 8)
     assert json_.tokens_per_success == pytest.approx(10 * 4100 / 4)
-    assert code.errors == {"syntax": 0, "runtime": 2, "tool": 2, "budget": 0, "model": 0}
+    assert code.errors == {"syntax": 0, "runtime": 2, "tool": 2, "budget": 0, "model": 0, "check": 0}
     assert json_.errors["budget"] == 2 and json_.turns_hist == {3: 10}
     episodes = {k: v for k, v in report.paired["episode_level"].items() if k != "note"}
     assert episodes == {"pairs": 10, "both": 4, "only_code": 4, "only_json": 0, "neither": 2,

@@ -83,7 +83,9 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
                    Field("final", "dict", required=False, nullable=True),
                    # What replay compares (checked by the host): the lanes of the run's calls and
                    # what the cell left running (threads, processes).
-                   Field("facts", "dict", required=False)),
+                   Field("facts", "dict", required=False),
+                   # The names the cell bound (None: too many to say), for the host's check.
+                   Field("names", "any", required=False, nullable=True)),
 }
 
 #: Host → kernel.

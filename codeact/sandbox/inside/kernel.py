@@ -53,6 +53,9 @@ _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters 
 #: A run's call lanes are reported up to this many calls (past it: not at all), and its processes
 #: counted up to this many.
 _MAX_LANES = 100_000
+#: At most this many new names (each at most ``_MAX_NAME_CHARS``) in a ``done`` frame; more: "unknown".
+_MAX_NAMES = 5000
+_MAX_NAME_CHARS = 200
 _MAX_PROCESSES = 1000
 _CHUNK_BYTES = 32  # what a chunk costs in an output frame beyond its text: ["stdout","…"],
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
@@ -293,6 +296,8 @@ def _fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
         done["value"] = f"<the value did not fit the channel's frame limit of {limit} bytes>"
     if done.get("final") is not None:
         done["final"] = {"value": f"<the final answer did not fit the channel's frame limit of {limit} bytes>"}
+    if done.get("names"):
+        done["names"] = None  # the host then treats the namespace as unknown
     if done.get("error"):
         error = dict(done["error"])
         error["message"] = str(error.get("message", ""))[:share]
@@ -373,6 +378,8 @@ class Kernel:
         self.baseline: dict[str, Any] | None = None
         self._compile: lazy_stubs.Compile = self._compile_plain
         self.tool_names: list[str] = []  # for the hint of a NameError
+        #: The names the host was told of (in ``done``'s ``names``) or knows from the start.
+        self.reported: set[Any] = set(self.namespace)
         if policy == "restricted":
             import _restricted
 
@@ -608,11 +615,21 @@ class Kernel:
         for name, stream in self.output.streams.items():
             done[name] = "".join(stream.parts)
             done[f"{name}_truncated"] = stream.truncated
+        done["names"] = self._new_names()
         lanes, self.lanes = self.lanes, None
         done["facts"] = _left_running(self.own_threads)
         if lanes is not None and len(lanes) <= min(_MAX_LANES, self.max_frame // 8):  # leaves room in the frame
             done["facts"]["lanes"] = "".join(lanes)
         return done
+
+    def _new_names(self) -> list[str] | None:
+        """The names bound in the namespace since the last ``done`` (the host's check lets later
+        cells use them); None when there are too many to say, so the host knows it cannot tell."""
+        new = [n for n in self.namespace.keys() - self.reported if type(n) is str]
+        self.reported.update(new)
+        if len(new) > _MAX_NAMES or any(len(n) > _MAX_NAME_CHARS for n in new):
+            return None
+        return new
 
     def setup(self, message: dict[str, Any]) -> None:
         """Install the tool stubs; those listed after the lazy marker are compiled at their first use
@@ -632,6 +649,7 @@ class Kernel:
             self._compile = lazy.before_cells(self._compile, lambda: self.namespace)
         self.tool_names = [*eager, *later]
         self.namespace["aio"] = client.async_stubs(scope, stubs=lazy.functions(eager))
+        self.reported = set(self.namespace)  # what every cell starts with: the host knows these
 
     def _forked(self) -> None:
         """In a child process the code forked (``multiprocessing``, ``os.fork``): the channel is the

@@ -1,0 +1,68 @@
+"""The session's side of the check: what names its namespace may hold, and the result of a cell
+the check rejected (``Runtime(check="block")``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, get_args
+
+from ..results import Diagnostic, ExecutionResult
+from ..tool_stubs.check import Checker, CheckMode, cell_names, has_errors
+
+__all__ = ["SessionNames", "check_mode", "rejected"]
+
+_MAX_NAME_CHARS = 200
+
+
+def check_mode(value: Any) -> CheckMode:
+    """``value`` if it is a check mode, else a ValueError naming the modes."""
+    modes: tuple[CheckMode, ...] = get_args(CheckMode)
+    for mode in modes:
+        if value == mode and isinstance(value, str):
+            return mode
+    raise ValueError(f"check must be one of {', '.join(map(repr, modes))}, not {value!r}")
+
+
+class SessionNames:
+    """The names a session's namespace may hold besides what every kernel starts with: a superset
+    (a name once bound stays in, even if a later cell deletes it), so a use is never wrongly
+    unknown. ``known`` False: a cell may have bound names nobody reported (the check then claims
+    no name is missing); ``dynamic``: a cell could have rebound anything, a tool stub included."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.known = True
+        self.dynamic = False
+
+    def learn(self, code: str, reported: Any) -> None:
+        """After a run of ``code``: the names it binds as read, and those the kernel reported
+        (``done``'s ``names``: a list of strings; anything else is "cannot tell")."""
+        bound, dynamic = cell_names(code)
+        self.names |= bound
+        self.dynamic = self.dynamic or dynamic
+        if type(reported) is list and all(type(n) is str and len(n) <= _MAX_NAME_CHARS for n in reported):
+            self.names.update(reported)
+        elif dynamic:
+            self.known = False
+
+    def learn_cells(self, codes: Iterable[str]) -> None:
+        """Cells a restored session will replay before its next run: what they bind, as read."""
+        for code in codes:
+            bound, dynamic = cell_names(code)
+            self.names |= bound
+            if dynamic:  # its names are reported only when it replays, after the next check
+                self.known, self.dynamic = False, True
+
+    def bind(self, names: Iterable[str]) -> None:
+        self.names.update(names)
+
+    def check(self, checker: Checker, code: str) -> list[Diagnostic]:
+        return checker.check(code, self.names if self.known else None, dynamic=self.dynamic)
+
+
+def rejected(diagnostics: list[Diagnostic]) -> ExecutionResult:
+    """The result of a cell that did not run: the check found an error in it."""
+    errors = sum(d.severity == "error" for d in diagnostics)
+    assert has_errors(diagnostics)
+    return ExecutionResult(ok=False, termination="rejected", diagnostics=diagnostics,
+                           reason=f"the check found {errors} error{'s' if errors != 1 else ''}; the code did not run")
