@@ -1,12 +1,19 @@
 """codeact as a tool for other agents: an MCP server (official ``mcp`` SDK, ``MCPServer``).
 
-Two tools:
+Four tools:
 
 - ``execute_python(code)``: runs the code in the caller's persistent session, the configured
-  tools available inside as functions (their prompt view is in the tool's description). Returns
-  the rendered observation as text and the ``ExecutionResult`` as structured content
-  (``isError`` when the run failed).
+  tools available inside as functions (their prompt view, within the runtime's prompt budget, is
+  in the tool's description). Returns the rendered observation as text and the ``ExecutionResult``
+  as structured content matching the declared ``outputSchema``, capped like the text view (see
+  :func:`structured_view`; ``isError`` when the run failed).
 - ``reset_session()``: discards the caller's session (variables, sandbox); the next run starts fresh.
+- ``snapshot()`` / ``restore(snapshot_id)``: keep the caller's session state on the server (at
+  most ``max_snapshots`` per client, the oldest dropped) and later replace the session with it.
+
+Long runs as MCP tasks: the installed SDK (``mcp`` 2.3) carries the task types of the 2025-11-25
+protocol (``mcp_types``) and an extension interface, but neither its server nor its client
+implements tasks, so ``execute_python`` runs as a plain call with progress notifications.
 
 Over stdio the client is the server's own process: one session. Over HTTP each MCP session
 (``Mcp-Session-Id``) gets a codeact session of its own, closed when the MCP session ends (DELETE)
@@ -18,18 +25,22 @@ sessions (see ``_mcp_http``). Serve with :func:`serve_mcp` or
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
+import secrets
 import sys
 import threading
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TextIO
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from .._deprecated import deprecated_alias
-from ..results import ExecutionResult, render_observation
+from ..results import ExecutionResult, bounded_value, render_observation
 from ..runtime.session import Runtime, Session
+from ..runtime.snapshot import Snapshot
 from ._mcp_http import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
@@ -46,20 +57,58 @@ from ._mcp_progress import run_with_progress
 from .prompts import EXECUTE_PYTHON, execute_python_tool
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_IDLE_S", "TOKEN_ENV", "CodeActMCP", "HttpOptions",
-           "build_http_app", "build_mcp_server", "serve_mcp", "token_problem"]
+           "build_http_app", "build_mcp_server", "serve_mcp", "structured_view", "token_problem"]
 
 Code = Annotated[str, Field(description="Python source code to run")]
+SnapshotId = Annotated[str, Field(description="The snapshot_id a snapshot call returned")]
+
+#: Snapshots kept per client at most (the oldest dropped first).
+DEFAULT_MAX_SNAPSHOTS = 8
+
+
+def structured_view(result: ExecutionResult, max_chars: int) -> dict[str, Any]:
+    """``result`` as structured content of about ``max_chars`` characters of JSON at most: the
+    streams cut (their ``*_truncated`` set), the value, the answer and each call's arguments and
+    result bounded (``bounded_value``'s truncated view), and past the budget only the first calls
+    kept (``reason`` says how many). Still an ``ExecutionResult``: it validates against the schema."""
+    view = result.model_copy()
+    if len(view.stdout) > max_chars // 2:
+        view.stdout, view.stdout_truncated = view.stdout[: max_chars // 2], True
+    if len(view.stderr) > max_chars // 4:
+        view.stderr, view.stderr_truncated = view.stderr[: max_chars // 4], True
+    view.value = bounded_value(view.value, max_chars // 4, "value")
+    view.final_answer = bounded_value(view.final_answer, max_chars // 4, "final_answer")
+    if view.error is not None and len(view.error.traceback) > max_chars // 4:
+        view.error = view.error.model_copy(update={"traceback": view.error.traceback[-(max_chars // 4):]})
+    calls, budget = [], max_chars // 2
+    for call in view.calls:
+        small = call.model_copy(update={"arguments": bounded_value(call.arguments, max_chars // 16, call.id),
+                                        "result": bounded_value(call.result, max_chars // 16, call.id)})
+        budget -= len(small.model_dump_json())
+        if budget < 0:
+            break
+        calls.append(small)
+    if len(calls) < len(view.calls):
+        note = f"the structured content lists the first {len(calls)} of {len(view.calls)} tool calls"
+        view.reason = note if view.reason is None else f"{view.reason}; {note}"
+    view.calls = calls
+    return view.model_dump(mode="json")
 
 
 class CodeActMCP:
     """The two tools over one runtime: one (lazily opened) session, or with ``per_connection`` one
     per MCP session, each closed when its MCP session ends."""
 
-    def __init__(self, runtime: Runtime, *, max_observation_chars: int = 8000, per_connection: bool = False) -> None:
+    def __init__(self, runtime: Runtime, *, max_observation_chars: int = 8000, per_connection: bool = False,
+                 max_structured_chars: int | None = None, max_snapshots: int = DEFAULT_MAX_SNAPSHOTS) -> None:
         self.runtime = runtime
         self.max_observation_chars = max_observation_chars
+        #: The structured content's budget (characters of JSON): four times the text view's by default.
+        self.max_structured_chars = max_structured_chars or 4 * max_observation_chars
+        self.max_snapshots = max_snapshots
         self.per_connection = per_connection
         self._sessions: dict[str | None, Session] = {}  # MCP session id (None: the one shared) → session
+        self._snapshots: dict[str | None, collections.OrderedDict[str, Snapshot]] = {}
         self._closing: set[Session] = set()
         self._lock = threading.Lock()
 
@@ -87,7 +136,7 @@ class CodeActMCP:
             raise RuntimeError("this server keeps one Python session per MCP session; this request has none")
         if not connection.state.get("codeact_close"):  # once per MCP session, however often it resets
             connection.state["codeact_close"] = True
-            connection.exit_stack.push_async_callback(self._end, key)  # DELETE, expiry, crash, shutdown
+            connection.exit_stack.push_async_callback(self._disconnected, key)  # DELETE, expiry, crash, shutdown
         return key
 
     async def _end(self, key: str | None) -> None:
@@ -102,12 +151,46 @@ class CodeActMCP:
             with self._lock:
                 self._closing.discard(session)
 
+    async def _disconnected(self, key: str | None) -> None:
+        with self._lock:
+            self._snapshots.pop(key, None)
+        await self._end(key)
+
     async def execute_python(self, code: Code, ctx: Context) -> Annotated[CallToolResult, ExecutionResult]:
         session = self.session(ctx)
         result = await run_with_progress(session, code, ctx)  # progress notifications when asked for
         text = render_observation(result, self.max_observation_chars)
         return CallToolResult(content=[TextContent(type="text", text=text)],
-                              structured_content=result.model_dump(mode="json"), is_error=not result.ok)
+                              structured_content=structured_view(result, self.max_structured_chars),
+                              is_error=not result.ok)
+
+    async def snapshot(self, ctx: Context) -> dict[str, Any]:
+        key = self._key(ctx)
+        session = self.session(ctx)
+        snap = await asyncio.to_thread(session.snapshot, allow_inexact=True)
+        snapshot_id = f"snap_{secrets.token_hex(6)}"
+        with self._lock:
+            kept = self._snapshots.setdefault(key, collections.OrderedDict())
+            kept[snapshot_id] = snap
+            while len(kept) > self.max_snapshots:
+                kept.popitem(last=False)
+        return {"snapshot_id": snapshot_id, "cells": len(snap.cells), "files": len(snap.files),
+                "left_out": [c.index for c in snap.skipped]}
+
+    async def restore(self, snapshot_id: SnapshotId, ctx: Context) -> str:
+        key = self._key(ctx)
+        with self._lock:
+            kept = self._snapshots.get(key)
+            snap = kept.get(snapshot_id) if kept is not None else None
+        if snap is None:
+            raise MCPToolError(f"no snapshot {snapshot_id!r} is kept for this session (at most {self.max_snapshots} "
+                             "are, the oldest dropped first)")
+        restored = await asyncio.to_thread(self.runtime.restore, snap)
+        with self._lock:
+            old, self._sessions[key] = self._sessions.get(key), restored
+        if old is not None:
+            await asyncio.to_thread(old.close)
+        return f"The session now has the state of {snapshot_id} ({len(snap.cells)} cells replayed)."
 
     async def reset_session(self, ctx: Context) -> str:
         await self._end(self._key(ctx))
@@ -141,17 +224,24 @@ else:
         return deprecated_alias(__name__, name, {"CodeactMCP": ("codeact.agent.mcp_server.CodeActMCP", CodeActMCP)})
 
 
-def build_mcp_server(runtime: Runtime, *, name: str = "codeact",
-                     per_connection: bool = False) -> tuple[MCPServer, CodeActMCP]:
-    """An ``MCPServer`` exposing ``execute_python`` and ``reset_session`` over ``runtime``
-    (``per_connection``: a session per MCP session, as over HTTP)."""
-    tools = CodeActMCP(runtime, per_connection=per_connection)
+def build_mcp_server(runtime: Runtime, *, name: str = "codeact", per_connection: bool = False,
+                     max_structured_chars: int | None = None,
+                     max_snapshots: int = DEFAULT_MAX_SNAPSHOTS) -> tuple[MCPServer, CodeActMCP]:
+    """An ``MCPServer`` exposing ``execute_python``, ``reset_session``, ``snapshot`` and ``restore``
+    over ``runtime`` (``per_connection``: a session per MCP session, as over HTTP)."""
+    tools = CodeActMCP(runtime, per_connection=per_connection, max_structured_chars=max_structured_chars,
+                       max_snapshots=max_snapshots)
     server: MCPServer = MCPServer(name, instructions=(
         f"Run Python with {EXECUTE_PYTHON}; the session persists between calls. The functions listed in "
         f"its description call tools on the host."))
     server.add_tool(tools.execute_python, name=EXECUTE_PYTHON, description=execute_python_tool(runtime).description)
     server.add_tool(tools.reset_session, name="reset_session",
                     description="Discard the Python session (all variables); the next execute_python starts fresh.")
+    server.add_tool(tools.snapshot, name="snapshot", description=(
+        "Keep the Python session's state (variables rebuilt by replay, workspace files) on the server; "
+        f"returns a snapshot_id for restore. At most {tools.max_snapshots} are kept, the oldest dropped."))
+    server.add_tool(tools.restore, name="restore", description=(
+        "Replace the Python session with the state a snapshot call kept (its snapshot_id)."))
     return server, tools
 
 

@@ -64,7 +64,7 @@ def text_of(result: Any) -> str:
 async def exercise(session: ClientSession) -> None:
     """The same checks over any transport."""
     listed = {t.name: t for t in (await session.list_tools()).tools}
-    assert set(listed) == {"execute_python", "reset_session"}
+    assert set(listed) == {"execute_python", "reset_session", "snapshot", "restore"}
     tool = listed["execute_python"]
     assert "def get_weather(city: str)" in (tool.description or "")
     assert tool.input_schema["required"] == ["code"]
