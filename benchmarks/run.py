@@ -19,7 +19,21 @@ from typing import Any
 
 from rich.console import Console
 
-from . import _report, cpu, fresh, gvisor, idle, memory, parallel, sessions, throughput, toolcall, toolsets, warm
+from . import (
+    _report,
+    cpu,
+    fresh,
+    gvisor,
+    idle,
+    memory,
+    parallel,
+    sessions,
+    throughput,
+    toolcall,
+    toolsets,
+    tracing,
+    warm,
+)
 from ._common import Context, Row, make_configs, na
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +62,7 @@ MEASURES = [
     Measure("sessions", sessions, 60),
     Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("toolsets", toolsets, 30),
+    Measure("tracing", tracing, 30),  # issue 33: what OpenTelemetry costs
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
     Measure("gvisor", gvisor, 60, docker_only=True),

@@ -216,13 +216,17 @@ class RunTrace:
             self.parent = trace.set_span_in_context(self.span)
         else:
             self.parent = state.context.get_current()
+        #: False when the sampler dropped the run (or the caller's span): its calls then make no
+        #: spans at all (they would be dropped too), only their metrics.
+        self.recording = trace.get_current_span(self.parent).is_recording()
         self._lock = threading.Lock()
         self._opened: dict[str, int] = {}
         self._calls: dict[str, Span] = {}
 
     # -- the calls -----------------------------------------------------------------------------
     def opened(self, record: ToolCallRecord) -> None:
-        self._opened[record.id] = time.time_ns()
+        if self.recording:
+            self._opened[record.id] = time.time_ns()
 
     def _call_span(self, record: ToolCallRecord) -> Span:
         with self._lock:
@@ -244,6 +248,8 @@ class RunTrace:
     def wrap(self, record: ToolCallRecord, fn: Callable[..., Any], is_async: bool = False) -> Callable[..., Any]:
         """``fn`` run with the call's span as the current context (on the thread, or in the task,
         that runs it)."""
+        if not self.recording:
+            return fn
         context, trace = self._state.context, self._state.trace
 
         if is_async:
@@ -267,12 +273,16 @@ class RunTrace:
         """End the call's span (made now, with the record's start, if the tool never ran)."""
         ended = time.time_ns()
         state = self._state
+        error = record.error
+        outcome = "cached" if record.cached else "ok" if error is None else error.code
+        state.tool_duration.record(record.duration_ms / 1000, {"gen_ai.tool.name": record.name,
+                                                               "codeact.tool.outcome": outcome})
+        if not self.recording:
+            return
         call = self._call_span(record)
         with self._lock:
             self._calls.pop(record.id, None)
             self._opened.pop(record.id, None)
-        error = record.error
-        outcome = "cached" if record.cached else "ok" if error is None else error.code
         if record.cached:
             call.set_attribute("codeact.tool.cached", True)
         if error is not None:
@@ -281,8 +291,6 @@ class RunTrace:
         elif state.capture:
             call.set_attribute("gen_ai.tool.call.result", state.clip(record.result))
         call.end(end_time=ended)
-        state.tool_duration.record(record.duration_ms / 1000, {"gen_ai.tool.name": record.name,
-                                                               "codeact.tool.outcome": outcome})
 
     # -- the run -------------------------------------------------------------------------------
     def ended(self, result: ExecutionResult) -> ExecutionResult:

@@ -339,3 +339,19 @@ def test_a_run_with_a_listener_keeps_the_callers_span(otel: Otel) -> None:
     assert [type(e).__name__ for e in events][-1] == "RunDone"
     (run,) = otel.named("codeact.run")
     assert run.parent is not None and run.parent.span_id == parent.get_span_context().span_id
+
+
+def test_a_sampled_out_run_makes_no_call_spans_but_counts_its_calls() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    state = Otel()
+    state.provider = TracerProvider(sampler=ALWAYS_OFF)
+    state.provider.add_span_processor(SimpleSpanProcessor(state.exporter))
+    tracing.enable(state.provider, state.meters)
+    try:
+        with Runtime(three_tools(), LOCAL) as rt, rt.session() as s:
+            assert s.run(CODE).ok
+    finally:
+        tracing.disable()
+    assert state.spans() == []
+    assert sum(p.count for p in state.points("codeact.tool.duration")) == 3
