@@ -14,9 +14,9 @@ while the host looks. So every read, write, listing and hash of such a tree goes
   on the root's own device, with one link: a hard link may name a host file (a link made outside
   the sandbox, or one of a plain-directory workspace on the host's filesystem). Symlinks, FIFOs,
   sockets, device nodes, other devices and hard links are skipped and listed in ``skipped``;
-- files are written by unlinking whatever is at the name and creating it ``O_EXCL`` (mode 0600
-  until the final ``fchmod``), parents made and entered fd-relative: a symlink or hard link planted
-  at the name is replaced, never written through;
+- files are written under a fresh random name (``O_EXCL``, mode 0600 until the final ``fchmod``)
+  and renamed over the name, parents made and entered fd-relative: a symlink or hard link planted
+  at the name is replaced, never written through, and a failed write leaves the old file;
 - each tree carries :class:`Limits` (entries looked at, bytes read, wall time): a listing past them
   comes back ``complete=False`` with the reason, a read past them raises :class:`TreeLimit`; each
   caller decides which of the two it can live with.
@@ -24,10 +24,12 @@ while the host looks. So every read, write, listing and hash of such a tree goes
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import hashlib
 import os
+import secrets
 import stat
 import threading
 import time
@@ -373,51 +375,45 @@ class Tree:
     def write(self, rel: str, source: bytes | int, *, mode: int, owner: tuple[int, int] | None = None,
               replace: bool = True, inherit: bool = False) -> None:
         """Make ``rel`` a new regular file holding ``source`` (bytes, or a descriptor read to its end,
-        counted against this tree's budget). Whatever is at the name is unlinked first (a directory
-        raises ``IsADirectoryError``); ``inherit`` keeps a replaced regular file's mode and owner."""
+        counted against this tree's budget): written under a fresh name beside it (``O_EXCL``, 0600),
+        then renamed over whatever is at ``rel`` (a directory there raises ``IsADirectoryError``).
+        A failed write leaves ``rel`` as it was. ``inherit`` keeps a replaced regular file's mode
+        and owner."""
         parts = parts_of(rel)
         parent = self.make_dirs(parts[:-1], replace=replace, owner=owner)
+        name = parts[-1]
         try:
-            fd, old = self._create(parent, parts[-1], rel)
             try:
-                if isinstance(source, bytes):
-                    _write_all(fd, source)
-                else:
-                    while chunk := os.read(source, _CHUNK):
-                        self._take(len(chunk))
-                        _write_all(fd, chunk)
-                if inherit and old is not None:
-                    mode, owner = stat.S_IMODE(old.st_mode) & 0o777, (old.st_uid, old.st_gid)
-                if owner is not None:
-                    os.fchown(fd, *owner)
-                os.fchmod(fd, mode & 0o777)
-            finally:
-                os.close(fd)
+                old: os.stat_result | None = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and stat.S_ISDIR(old.st_mode):
+                raise IsADirectoryError(errno.EISDIR, f"a directory is in the place of {rel}")
+            fd, tmp = _create_temp(parent, rel)
+            try:
+                try:
+                    if isinstance(source, bytes):
+                        _write_all(fd, source)
+                    else:
+                        while chunk := os.read(source, _CHUNK):
+                            self._take(len(chunk))
+                            _write_all(fd, chunk)
+                    if inherit and old is not None and stat.S_ISREG(old.st_mode):
+                        mode, owner = stat.S_IMODE(old.st_mode) & 0o777, (old.st_uid, old.st_gid)
+                    if owner is not None:
+                        os.fchown(fd, *owner)
+                    os.fchmod(fd, mode & 0o777)
+                finally:
+                    os.close(fd)
+                # rename never follows a link at the destination: a symlink or hard link planted at
+                # the name is replaced as an entry, never written through.
+                os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=parent)
+                raise
         finally:
             os.close(parent)
-
-    def _create(self, parent: int, name: str, rel: str) -> tuple[int, os.stat_result | None]:
-        """A new file ``name`` (0600) in ``parent``, and the regular file it replaced, if any."""
-        replaced = None
-        for _ in range(_TRIES):
-            try:
-                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
-            else:
-                if stat.S_ISDIR(st.st_mode):
-                    raise IsADirectoryError(errno.EISDIR, f"a directory is in the place of {rel}")
-                if stat.S_ISREG(st.st_mode) and replaced is None:
-                    replaced = st
-                try:
-                    os.unlink(name, dir_fd=parent)
-                except FileNotFoundError:
-                    pass
-            try:
-                return os.open(name, _O_CREATE, 0o600, dir_fd=parent), replaced
-            except FileExistsError:
-                continue  # something was put there again since the unlink
-        raise OSError(errno.EAGAIN, f"{rel} keeps changing")
 
     def remove(self, rel: str) -> bool:
         """Unlink ``rel`` if it is a regular file (reached without following anything)."""
@@ -457,6 +453,17 @@ class Tree:
                 os.chown(parts[-1], *owner, dir_fd=parent, follow_symlinks=False)
         finally:
             os.close(parent)
+
+
+def _create_temp(parent: int, rel: str) -> tuple[int, str]:
+    """A new, empty, 0600 file under a random name in ``parent`` (``O_EXCL``: never an existing one)."""
+    for _ in range(_TRIES):
+        tmp = f".codeact-{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(tmp, _O_CREATE, 0o600, dir_fd=parent), tmp
+        except FileExistsError:
+            continue
+    raise OSError(errno.EAGAIN, f"cannot make a file beside {rel}")
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

@@ -258,14 +258,14 @@ def _timed(session: Session, call: Callable[[], T], bound_s: float) -> tuple[T, 
     """``call()`` in a thread, so that a hung host (the FIFO case) fails the test, not the suite:
     a host blocked opening a FIFO is let go by opening its other end, then the test fails."""
     box: list[T] = []
-    workspace = Path(session.workspace)
     start = time.monotonic()
     worker = threading.Thread(target=lambda: box.append(call()), daemon=True)
     worker.start()
     worker.join(bound_s)
     took = time.monotonic() - start
     while worker.is_alive():
-        for fifo in workspace.glob("p.*"):
+        driver = session._driver  # not session.workspace: that may start a rebuild of its own
+        for fifo in Path(driver.sandbox.workspace if driver else "/nonexistent").glob("p.*"):
             try:
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             except OSError:
@@ -333,8 +333,8 @@ def test_suspend_resume_and_recover_under_a_racing_process(backend: str, canary:
         assert lost.state_lost
         after, _took = _timed_run(s, READ_ALL.format(canary=secret.decode()), timeout_s=5)
         assert after.ok and after.restored and after.value is False, after
-        assert s.run(STOP).ok
-        _no_canary_in_tree(s.workspace, secret)
+        stopped = s.run(STOP + "\n" + READ_ALL.format(canary=secret.decode()))  # now without a race
+        assert stopped.ok and stopped.value is False, stopped
 
 
 def test_write_back_to_a_user_directory_under_a_racing_process(docker_image: str, canary: tuple[Path, bytes],
@@ -405,7 +405,29 @@ def test_a_low_scan_bound_fires_on_a_real_workspace(monkeypatch: pytest.MonkeyPa
         with pytest.raises(SnapshotError, match="over 50 entries"):
             s.snapshot()
         monkeypatch.setattr(_files, "LIMITS", Limits(seconds=0.0))
-        assert s.run("x = 1").files == []
+        assert s.run("open('late', 'w').write('z')").files == []  # cut at once: nothing looked at
+
+
+def test_copy_in_and_write_back_bounds_fire(docker_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeact.errors import SandboxUnavailable
+    from codeact.sandbox import _workspace as docker_workspace
+    from codeact.sandbox._workspace import loop_available
+
+    if not loop_available():
+        pytest.skip("copy-in and write-back are the quota mode: root and loop devices")
+    user = tmp_path / "mine"
+    user.mkdir()
+    for i in range(5):
+        (user / f"f{i}").write_text("x")
+    monkeypatch.setattr(docker_workspace, "_COPY_LIMITS", Limits(entries=2))
+    with Runtime([], _config("docker")) as rt, rt.session(workspace=user) as s, \
+            pytest.raises(SandboxUnavailable, match="over 2 entries"):
+        s.start()
+    monkeypatch.setattr(docker_workspace, "_COPY_LIMITS", Limits(bytes=10))
+    with Runtime([], _config("docker")) as rt, rt.session(workspace=user) as s:
+        big = s.run("open('big', 'w').write('y' * 100)\nopen('f0').read()")
+        assert big.value == "x" and [f.path for f in big.files] == ["big"]  # listed, not written back
+    assert not (user / "big").exists() and list(user.glob(".codeact-*")) == []  # no partial file left
 
 
 def test_input_links_are_never_made_through_a_planted_link(tmp_path: Path) -> None:
