@@ -11,9 +11,9 @@ Four tools:
 - ``snapshot()`` / ``restore(snapshot_id)``: keep the caller's session state on the server (at
   most ``max_snapshots`` per client, the oldest dropped) and later replace the session with it.
 
-Long runs as MCP tasks: the installed SDK (``mcp`` 2.3) carries the task types of the 2025-11-25
-protocol (``mcp_types``) and an extension interface, but neither its server nor its client
-implements tasks, so ``execute_python`` runs as a plain call with progress notifications.
+Long runs as MCP tasks (``_mcp_tasks``, on the 2026-07-28 wire): ``execute_python`` with ``task`` in
+its params answers at once with a task, polled with ``tasks/get``, awaited with ``tasks/result`` and
+stopped with ``tasks/cancel``; elsewhere it runs as a plain call with progress notifications.
 
 Over stdio the client is the server's own process: one session. Over HTTP each MCP session
 (``Mcp-Session-Id``) gets a codeact session of its own, closed when the MCP session ends (DELETE)
@@ -54,6 +54,7 @@ from ._mcp_http import (
     written_token,
 )
 from ._mcp_progress import run_with_progress
+from ._mcp_tasks import DEFAULT_MAX_TASKS, TasksExtension
 from .prompts import EXECUTE_PYTHON, execute_python_tool
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_IDLE_S", "TOKEN_ENV", "CodeActMCP", "HttpOptions",
@@ -159,6 +160,13 @@ class CodeActMCP:
     async def execute_python(self, code: Code, ctx: Context) -> Annotated[CallToolResult, ExecutionResult]:
         session = self.session(ctx)
         result = await run_with_progress(session, code, ctx)  # progress notifications when asked for
+        return self._answer(result)
+
+    async def run_task(self, code: str, ctx: Any) -> CallToolResult:
+        """``execute_python`` started as an MCP task (``_mcp_tasks``): cancelling it interrupts the code."""
+        return self._answer(await self.session(ctx).arun(code))
+
+    def _answer(self, result: ExecutionResult) -> CallToolResult:
         text = render_observation(result, self.max_observation_chars)
         return CallToolResult(content=[TextContent(type="text", text=text)],
                               structured_content=structured_view(result, self.max_structured_chars),
@@ -207,7 +215,8 @@ def _connection(ctx: Context | None) -> Any:
     """The MCP connection a request came on: its session id, state and exit stack (unwound when
     the MCP session ends however it ends). The SDK's handler context reaches it through its
     per-request ``ServerSession`` only; its newer ``Context`` has it as ``connection``."""
-    request_context = None if ctx is None else ctx.request_context
+    # a handler's Context, or the SDK's own request context (what an extension's handlers get)
+    request_context = None if ctx is None else getattr(ctx, "request_context", ctx)
     connection = getattr(request_context, "connection", None)
     if connection is None:
         connection = getattr(getattr(request_context, "session", None), "_connection", None)
@@ -226,14 +235,16 @@ else:
 
 def build_mcp_server(runtime: Runtime, *, name: str = "codeact", per_connection: bool = False,
                      max_structured_chars: int | None = None,
-                     max_snapshots: int = DEFAULT_MAX_SNAPSHOTS) -> tuple[MCPServer, CodeActMCP]:
+                     max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
+                     max_tasks: int = DEFAULT_MAX_TASKS) -> tuple[MCPServer, CodeActMCP]:
     """An ``MCPServer`` exposing ``execute_python``, ``reset_session``, ``snapshot`` and ``restore``
     over ``runtime`` (``per_connection``: a session per MCP session, as over HTTP)."""
     tools = CodeActMCP(runtime, per_connection=per_connection, max_structured_chars=max_structured_chars,
                        max_snapshots=max_snapshots)
+    tasks = TasksExtension(EXECUTE_PYTHON, tools.run_task, tools._key, max_tasks=max_tasks)
     server: MCPServer = MCPServer(name, instructions=(
         f"Run Python with {EXECUTE_PYTHON}; the session persists between calls. The functions listed in "
-        f"its description call tools on the host."))
+        f"its description call tools on the host."), extensions=[tasks])
     server.add_tool(tools.execute_python, name=EXECUTE_PYTHON, description=execute_python_tool(runtime).description)
     server.add_tool(tools.reset_session, name="reset_session",
                     description="Discard the Python session (all variables); the next execute_python starts fresh.")

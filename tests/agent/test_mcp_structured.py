@@ -112,3 +112,68 @@ def test_snapshot_and_restore_the_clients_session() -> None:
 
     with Runtime([echo], LOCAL) as rt:
         serve(rt, check, max_snapshots=2)
+
+
+def _task_call(code: str) -> Any:
+    import mcp_types as types
+
+    return types.CallToolRequest(params=types.CallToolRequestParams(
+        name="execute_python", arguments={"code": code}, task=types.TaskMetadata(ttl=60_000)))
+
+
+async def _task_request(client: Client, method: str, task_id: str) -> Any:
+    import mcp_types as types
+
+    request, result = {
+        "get": (types.GetTaskRequest, types.GetTaskResult),
+        "result": (types.GetTaskPayloadRequest, types.CallToolResult),
+        "cancel": (types.CancelTaskRequest, types.CancelTaskResult),
+    }[method]
+    params = {"get": types.GetTaskRequestParams, "result": types.GetTaskPayloadRequestParams,
+              "cancel": types.CancelTaskRequestParams}[method](task_id=task_id)
+    return await client.session.send_request(request(params=params), result)
+
+
+def test_a_long_run_as_a_task_started_polled_and_cancelled() -> None:
+    import mcp_types as types
+
+    async def check(client: Client) -> None:
+        assert client.protocol_version == "2026-07-28"
+        done = await client.session.send_request(_task_call('x = echo("kept")\nx'), types.CreateTaskResult)
+        assert done.task.status == "working" and done.task.poll_interval
+        result = await _task_request(client, "result", done.task.task_id)
+        assert ExecutionResult.model_validate(result.structured_content).value == "kept"
+        assert (await _task_request(client, "get", done.task.task_id)).status == "completed"
+
+        long = await client.session.send_request(
+            _task_call("import time\nfor i in range(600):\n    time.sleep(0.1)"), types.CreateTaskResult)
+        await asyncio.sleep(0.5)
+        assert (await _task_request(client, "get", long.task.task_id)).status == "working"
+        cancelled = await _task_request(client, "cancel", long.task.task_id)
+        assert cancelled.status == "cancelled"
+        assert (await _task_request(client, "get", long.task.task_id)).status == "cancelled"
+        after = await client.call_tool("execute_python", {"code": "x"})  # the session is free, its state kept
+        assert ExecutionResult.model_validate(after.structured_content).value == "kept"
+
+    with Runtime([echo], LOCAL) as rt:
+        serve(rt, check)
+
+
+def test_running_tasks_are_capped_per_client() -> None:
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    async def check(client: Client) -> None:
+        first = await client.session.send_request(_task_call("import time\ntime.sleep(30)"), types.CreateTaskResult)
+        try:
+            await client.session.send_request(_task_call("1"), types.CreateTaskResult)
+        except MCPError as exc:
+            assert "1 tasks of this session are running" in str(exc)
+        else:
+            raise AssertionError("a second running task was accepted past max_tasks=1")
+        assert (await _task_request(client, "cancel", first.task.task_id)).status == "cancelled"
+        second = await client.session.send_request(_task_call("2"), types.CreateTaskResult)  # a finished one goes
+        assert (await _task_request(client, "result", second.task.task_id)).structured_content["value"] == 2
+
+    with Runtime([echo], LOCAL) as rt:
+        serve(rt, check, max_tasks=1)
