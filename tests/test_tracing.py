@@ -81,9 +81,10 @@ print(a["key"], b["key"])
 """
 
 
-def test_code_action_span_tree(otel: Otel) -> None:
+def test_code_action_span_tree(otel: Otel, backend: str) -> None:
     caller = otel.provider.get_tracer("test")
-    with Runtime(three_tools(), LOCAL) as rt, rt.session() as s, caller.start_as_current_span("caller") as parent:
+    config = SandboxConfig(backend=backend, policy="none", timeout_s=30)  # type: ignore[arg-type]
+    with Runtime(three_tools(), config) as rt, rt.session() as s, caller.start_as_current_span("caller") as parent:
         result = s.run(CODE)
     assert result.ok and [c.cached for c in result.calls] == [False, True, False]
     (run,) = otel.named("codeact.run")
