@@ -21,6 +21,7 @@ from rich.console import Console
 
 from . import (
     _report,
+    check,
     cpu,
     fresh,
     gvisor,
@@ -55,6 +56,7 @@ class Measure:
 MEASURES = [
     Measure("toolcall", toolcall, 30),
     Measure("warm", warm, 15),
+    Measure("check", check, 20),  # issue 30: the check before each run, beside the warm run
     Measure("cpu", cpu, 60),
     Measure("parallel", parallel, 45),
     Measure("throughput", throughput, 20),

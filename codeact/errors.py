@@ -10,6 +10,7 @@
     │   ├── SandboxUnavailable               no engine / no image / cannot start; one-line reason
     │   ├── ProtocolViolation                the sandbox sent a frame out of protocol
     │   └── ReplayInterrupted                a state's rebuild was interrupted or its sandbox died (kept)
+    ├── CheckerUnavailable                   the type checker ``check_types`` asks for is not installed
     ├── SessionClosed                        the session was used after close()
     │   └── RuntimeClosed                    the runtime was used after close()
     ├── SnapshotError                        a snapshot cannot be taken or restored (inexact cell, too large)
@@ -29,6 +30,7 @@ from ._deprecated import deprecated_alias
 
 __all__ = [
     "RETRYABLE_CODES",
+    "CheckerUnavailable",
     "CodeActError",
     "ErrorCode",
     "ModelError",
@@ -125,6 +127,10 @@ class ReplayInterrupted(SandboxError):
         super().__init__(message)
         self.cell = cell
         self.requested = requested
+
+
+class CheckerUnavailable(CodeActError):
+    """``Runtime(check_types=True)`` needs the ``ty`` type checker (``pip install 'codeact[check]'``)."""
 
 
 class SessionClosed(CodeActError):

@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 from ..results import Diagnostic, ExecutionResult
 from ..tool_stubs.check import Checker, CheckMode, cell_names, has_errors
+from ..tool_stubs.check.tier2 import TypeCheck
 
 __all__ = ["SessionNames", "check_mode", "rejected"]
 
@@ -56,8 +57,15 @@ class SessionNames:
     def bind(self, names: Iterable[str]) -> None:
         self.names.update(names)
 
-    def check(self, checker: Checker, code: str) -> list[Diagnostic]:
-        return checker.check(code, self.names if self.known else None, dynamic=self.dynamic)
+    def check(self, checker: Checker, code: str, types: TypeCheck | None = None) -> list[Diagnostic]:
+        """Tier 1, then (``types``) tier 2's warnings on the lines tier 1 found nothing on."""
+        defined = self.names if self.known else None
+        found = checker.check(code, defined, dynamic=self.dynamic)
+        if types is not None and not any(d.code == "syntax" for d in found):
+            seen = {d.line for d in found}
+            found += [d for d in types.check(code, defined) if d.line not in seen]
+            found.sort(key=lambda d: (d.line, d.column, d.code))
+        return found
 
 
 def rejected(diagnostics: list[Diagnostic]) -> ExecutionResult:

@@ -25,6 +25,7 @@ from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from ..tool_stubs.check import Checker, CheckMode, has_errors
+from ..tool_stubs.check.tier2 import TypeCheck, ty_binary
 from . import _check, _lifecycle, _retained
 from . import events as _events
 from ._calls import _retrieved
@@ -55,11 +56,14 @@ class Runtime:
                  max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
                  max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None,
-                 check: CheckMode = "warn") -> None:
+                 check: CheckMode = "warn", check_types: bool = False) -> None:
         #: Check each code action before it runs (``tool_stubs.check``): ``warn`` runs it and puts
         #: what was found in ``diagnostics``; ``block`` does not run a cell with an error (it ends
-        #: ``rejected``, nothing happened); ``off`` does not check.
+        #: ``rejected``, nothing happened); ``off`` does not check. ``check_types`` adds tier 2, a
+        #: real type checker (``ty``, the ``codeact[check]`` extra), whose findings only warn.
         self.check_mode = _check.check_mode(check)
+        if check_types:
+            ty_binary()  # CheckerUnavailable now, before anything is started
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
@@ -71,6 +75,7 @@ class Runtime:
         self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
         self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
         self.checker = Checker(self.views.sandbox_specs, self.views.catalog.names)
+        self.type_check = TypeCheck(self.views.sandbox_specs, self.views.catalog.names) if check_types else None
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
@@ -108,7 +113,7 @@ class Runtime:
 
     def check(self, code: str) -> list[Diagnostic]:
         """What the check finds in ``code`` as the first cell of a fresh session (nothing runs)."""
-        return self.checker.check(code)
+        return _check.SessionNames().check(self.checker, code, self.type_check)
 
     def run(self, code: str, **kwargs: Any) -> ExecutionResult:
         """Run one code action in a fresh session."""
@@ -166,6 +171,8 @@ class Runtime:
             session.close()
         if self._pool is not None:
             self._pool.close()
+        if self.type_check is not None:
+            self.type_check.close()
         try:
             self.toolset.close()
         finally:
@@ -328,7 +335,7 @@ class Session:
 
     def check(self, code: str) -> list[Diagnostic]:
         """What the check finds in ``code`` as this session's next cell (nothing runs)."""
-        return self._names.check(self.runtime.checker, code)
+        return self._names.check(self.runtime.checker, code, self.runtime.type_check)
 
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:

@@ -83,30 +83,26 @@ class Checker:
             return [Diagnostic(line=1, column=1, end_line=1, end_column=1, code="unparsable",
                                message=f"the check could not read the code: {exc}", severity="warning")]
         facts = name_facts(tree)
-        known = set(defined or ())
+        known = defined if isinstance(defined, (set, frozenset)) else frozenset(defined or ())
         lines = code.splitlines()
-        found = [*self._call_findings(tree, facts, known, dynamic or facts.dynamic, lines),
+        found = [*self._call_findings(facts, known, dynamic or facts.dynamic, lines),
                  *self._name_findings(facts, known, defined is None, lines)]
         return sorted(found, key=lambda d: (d.line, d.column, d.code))
 
-    def _call_findings(self, tree: ast.Module, facts: NameFacts, known: set[str], dynamic: bool,
+    def _call_findings(self, facts: NameFacts, known: Collection[str], dynamic: bool,
                        lines: list[str]) -> Iterable[Diagnostic]:
-        shadowed = facts.bound | known
+        bound = facts.bound
         severity: Literal["error", "warning"] = "warning" if dynamic else "error"
-        aio_ok = "aio" not in shadowed
-        for node in ast.walk(tree):
+        aio_ok = "aio" not in bound and "aio" not in known
+        for attr in facts.aio if aio_ok else ():
+            if attr.attr not in self._specs and not attr.attr.startswith("__"):
+                close = difflib.get_close_matches(attr.attr, self._tool_list, n=1, cutoff=0.6)
+                hint = f"; did you mean aio.{close[0]}?" if close else ""
+                yield _at(attr, lines, "unknown-tool", f"aio has no tool {attr.attr!r}{hint}", severity)
+        for node in facts.calls:
             stub = None
-            if isinstance(node, ast.Attribute) and aio_ok and _is_name(node.value, "aio") \
-                    and isinstance(node.ctx, ast.Load) and not node.attr.startswith("__"):
-                if node.attr not in self._specs:
-                    close = difflib.get_close_matches(node.attr, self._tool_list, n=1, cutoff=0.6)
-                    hint = f"; did you mean aio.{close[0]}?" if close else ""
-                    yield _at(node, lines, "unknown-tool", f"aio has no tool {node.attr!r}{hint}", severity)
-                continue
-            if not isinstance(node, ast.Call):
-                continue
             func = node.func
-            if isinstance(func, ast.Name) and func.id in self._specs and func.id not in shadowed:
+            if isinstance(func, ast.Name) and func.id in self._specs and func.id not in bound and func.id not in known:
                 stub = func.id
             elif (isinstance(func, ast.Attribute) and aio_ok and _is_name(func.value, "aio")
                   and func.attr in self._specs):
@@ -116,19 +112,20 @@ class Checker:
             for problem in call_problems(node, self._shape(stub)):
                 yield _at(problem.node, lines, problem.code, problem.message, severity)
 
-    def _name_findings(self, facts: NameFacts, known: set[str], unknown_namespace: bool,
+    def _name_findings(self, facts: NameFacts, known: Collection[str], unknown_namespace: bool,
                        lines: list[str]) -> Iterable[Diagnostic]:
-        defined = facts.bound | known | self._specs.keys() | SANDBOX_NAMES | _BUILTINS
         uncertain = unknown_namespace or facts.dynamic
+        specs, bound = self._specs, facts.bound
         for load in facts.loads:
             name = load.name
-            if name in defined or name.startswith("__"):
+            if (name in bound or name in _BUILTINS or name in specs or name in known or name in SANDBOX_NAMES
+                    or name.startswith("__")):
                 continue
             close = difflib.get_close_matches(name, self._tool_list, n=1, cutoff=0.75)
             if close:
                 code, message = "unknown-tool", f"{name!r} is not defined; did you mean the tool {close[0]!r}?"
             else:
-                others = difflib.get_close_matches(name, sorted(facts.bound | known | SANDBOX_NAMES), n=1, cutoff=0.8)
+                others = difflib.get_close_matches(name, sorted({*bound, *known, *SANDBOX_NAMES}), n=1, cutoff=0.8)
                 hint = f"; did you mean {others[0]!r}?" if others else ""
                 code, message = "undefined-name", f"{name!r} is not defined{hint}"
             if not load.certain:

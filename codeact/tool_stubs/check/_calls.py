@@ -44,13 +44,18 @@ class ToolShape:
         if "$schema" in schema:
             kind = validator_for(schema, default=Draft202012Validator)
         self._root = kind(schema)
+        self._validators: dict[str, Validator | None] = {}
 
     def literal_problem(self, param: StubParameter, value: Any) -> str | None:
         """What the host's validation would say of ``value`` for ``param``, or None."""
-        sub = self.props.get(param.key, True)
-        if sub is True or sub == {}:
+        if param.key not in self._validators:
+            sub = self.props.get(param.key, True)
+            # evolve keeps the root's resolver: a $ref in the property resolves as the host's does
+            self._validators[param.key] = None if sub is True or sub == {} else self._root.evolve(schema=sub)
+        validator = self._validators[param.key]
+        if validator is None or validator.is_valid(value):
             return None
-        error = best_match(self._root.evolve(schema=sub).iter_errors(value))
+        error = best_match(validator.iter_errors(value))
         return None if error is None else error.message
 
 

@@ -38,6 +38,9 @@ class NameFacts:
     bound: set[str] = field(default_factory=set)
     loads: list[Load] = field(default_factory=list)
     dynamic: bool = False
+    #: Every call, and every ``aio.<name>`` read, for the call half (one walk serves both).
+    calls: list[ast.Call] = field(default_factory=list)
+    aio: list[ast.Attribute] = field(default_factory=list)
 
 
 def name_facts(tree: ast.Module) -> NameFacts:
@@ -87,7 +90,16 @@ class _Walker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in _DYNAMIC_ATTRIBUTES:
             self.facts.dynamic = True
+        elif isinstance(node.value, ast.Name) and node.value.id == "aio" and isinstance(node.ctx, ast.Load):
+            self.facts.aio.append(node)
         self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.facts.calls.append(node)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        pass  # a leaf: nothing under it to visit
 
     def visit_Import(self, node: ast.Import) -> None:
         self.facts.bound.update(_import_names(node))

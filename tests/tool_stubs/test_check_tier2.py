@@ -1,0 +1,41 @@
+"""Tier 2 (``Runtime(check_types=True)``, the ``codeact[check]`` extra): ty's findings come as
+warnings at the cell's own lines and never block; without ty the runtime says which extra to install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from codeact.runtime.session import Runtime
+from codeact.tool_stubs.spec import ToolSpec
+
+pytest.importorskip("ty")
+
+ISSUES = ToolSpec(name="list_issues", description="List issues.", input_schema={
+    "type": "object", "required": ["repo"], "properties": {"repo": {"type": "string"}}},
+    output_schema={"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}},
+                                                    "total": {"type": "integer"}}})
+
+
+def test_type_findings_are_warnings_at_the_cells_lines() -> None:
+    with Runtime([ISSUES], check="block", check_types=True) as runtime:
+        found = runtime.check("page = list_issues('a/b')\nfirst = page['itemz'][0]\n")
+        assert [(d.line, d.code, d.severity) for d in found] == [(2, "type:invalid-typed-dict-key", "warning")]
+        assert "did you mean \"items\"" in found[0].message
+        # tier 1's error on a line is said once, not again by ty
+        both = runtime.check("list_issues(rep='a/b')")
+        assert [(d.code, d.severity) for d in both] == [("missing-argument", "error"), ("unknown-argument", "error")]
+        # names earlier cells made are Any to ty too
+        session = runtime.session()
+        session._names.bind(["frame"])
+        assert session.check("frame.whatever(1)") == []
+
+
+def test_without_ty_the_error_names_the_extra() -> None:
+    code = ("import os, sys\nsys.modules['ty'] = None\nos.environ['PATH'] = ''\n"
+            "from codeact.errors import CheckerUnavailable\nfrom codeact.runtime.session import Runtime\n"
+            "try:\n    Runtime([], check_types=True)\nexcept CheckerUnavailable as exc:\n    print(exc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.strip() == "check_types needs the ty type checker: pip install 'codeact[check]'"
