@@ -26,6 +26,7 @@ import pytest
 from codeact import ExecutionResult, Runtime, SandboxConfig, Session
 from codeact.errors import SnapshotError
 from codeact.runtime import _files, _workspace
+from codeact.runtime.snapshot import SnapshotFile
 from codeact.sandbox import hostfs
 from codeact.sandbox.hostfs import Limits, Tree, TreeLimit
 from tests.conftest import Counter, make_tools
@@ -154,11 +155,19 @@ def test_each_limit_fires(tmp_path: Path, resolver: str) -> None:
 def test_the_snapshot_and_scan_callers_refuse_or_go_partial(hostile: tuple[Path, Path, bytes],
                                                             monkeypatch: pytest.MonkeyPatch, resolver: str) -> None:
     root, _canary_dir, secret = hostile
+    restore = threading.Thread(target=_workspace.lay_files, daemon=True,  # O_WRONLY on a FIFO blocks
+                               args=(root, [SnapshotFile(path="pipe", data="c2F2ZWQ=")]), kwargs={"keep": {"ok.txt", "sub/deep.txt"}, "uid": None})
+    restore.start()
+    restore.join(10)
+    if restore.is_alive():
+        os.close(os.open(root / "pipe", os.O_RDONLY | os.O_NONBLOCK))  # let the host go, then fail
+    assert not restore.is_alive() and stat.S_ISREG(os.lstat(root / "pipe").st_mode)
+    assert (root / "pipe").read_bytes() == b"saved"
     files = _workspace.collect_files(root, 1 << 20)
-    assert {f.path for f in files} == {"ok.txt", "sub/deep.txt"}
+    assert {f.path for f in files} == {"ok.txt", "sub/deep.txt", "pipe"}  # the FIFO is a file now
     assert all(secret not in f.content() for f in files)
     before = _files.snapshot(root)
-    assert set(before.sigs) == {"ok.txt", "sub/deep.txt"}
+    assert set(before.sigs) == {"ok.txt", "sub/deep.txt", "pipe"}
     monkeypatch.setattr(_workspace, "LIMITS", Limits(entries=3))
     with pytest.raises(SnapshotError, match="could not be collected: over 3 entries"):
         _workspace.collect_files(root, 1 << 20)
