@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import SandboxUnavailable
 from ..runtime.session import Runtime
 from ..sandbox.base import SandboxConfig
+from ..tool_stubs.check import CheckMode
 from .answers import instruction as answer_instruction
 from .answers import to_value
 from .fingerprint import fingerprint_id
@@ -39,6 +40,8 @@ class RunConfig:
     budget: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None
     stream: bool = False
+    #: The check before each code action (``Runtime(check=...)``): compare ``block`` with ``off``.
+    check: CheckMode = "warn"
     #: The run fingerprint (see :mod:`.fingerprint`); each episode records its id.
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
@@ -73,7 +76,7 @@ class EpisodeRunner:
         budget = Budget(**{**self.config.budget, **task.budget})
         trace = self.traces / f"{key.task_id}__{key.mode}__{key.repeat}.jsonl"
         toolset = task.make_tools()
-        runtime = Runtime(toolset, self.config.sandbox)
+        runtime = Runtime(toolset, self.config.sandbox, check=self.config.check)
         client = self.provider.client(key)
         try:
             common: dict[str, Any] = {"runtime": runtime, "budget": budget, "system_prompt": self.config.system_prompt,

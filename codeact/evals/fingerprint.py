@@ -172,6 +172,7 @@ def fingerprint(config: RunConfig, suite: Suite) -> dict[str, Any]:
         "system_prompt": _digest(config.system_prompt) if config.system_prompt is not None else None,
         "answer_protocol": ANSWER_PROTOCOL,
         "codeact_version": _version(),
+        **({"check": config.check} if config.check != "warn" else {}),  # the default keeps older runs' ids
     }
 
 

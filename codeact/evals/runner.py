@@ -26,6 +26,7 @@ from typing import Any, Literal
 from ..errors import SandboxUnavailable
 from ..progress import Bar, ModeRates
 from ..sandbox.base import SandboxConfig
+from ..tool_stubs.check import CheckMode
 from ._episode import EpisodeFailure, EpisodeRunner, RunConfig
 from .fingerprint import fingerprint, fingerprint_id
 from .providers import ModelProvider, ModelSpec
@@ -111,6 +112,7 @@ def run_suite(
     workers: int = 2,
     force_new: bool = False,
     retry_errors: bool = True,
+    check: CheckMode = "warn",
 ) -> RunSummary:
     """Run (or resume) an experiment into ``out``; see the module docstring.
 
@@ -119,7 +121,9 @@ def run_suite(
     (local engine only; tests use it to watch the scripted server). A resume must have the run's
     fingerprint (else ``ValueError`` with the differences); ``force_new`` moves what ``out`` holds
     to ``OUT.old-<time>`` and starts afresh. ``retry_errors``: episodes stored with a retryable
-    provider error are run again (the new result replaces them).
+    provider error are run again (the new result replaces them). ``check``: the check before each
+    code action (``Runtime(check=...)``); ``block`` against ``off`` measures what it saves (a rejected
+    action counts in the episode's ``check`` error layer).
     """
     spec = model if isinstance(model, ModelSpec) else ModelSpec(model)
     task_ids = tuple(tasks) if tasks is not None else None
@@ -139,7 +143,7 @@ def run_suite(
     with _exclusive(out_dir):
         config = RunConfig(suite_ref=suite_obj.ref or suite_obj.name, model=spec, out_dir=str(out_dir.resolve()),
                            sandbox=sandbox or SandboxConfig(), tasks=task_ids, budget=dict(budget or {}),
-                           system_prompt=system_prompt, stream=stream)
+                           system_prompt=system_prompt, stream=stream, check=check)
         config = replace(config, fingerprint=fingerprint(config, suite_obj))
         meta = RunMeta(suite=suite_obj.name, suite_ref=config.suite_ref, model=spec.name, modes=list(modes),
                        repeats=repeats, tasks=suite_obj.ids, budget=config.budget, backend=config.sandbox.backend,

@@ -258,3 +258,28 @@ def test_a_run_directory_keeps_one_suite_and_model(tmp_path: Path) -> None:
         run_suite("weather", ModelSpec("scripted", wire="anthropic"), out=tmp_path, sandbox=LOCAL, progress=False)
     with pytest.raises(ValueError, match="modes"):
         run_suite("weather", out=tmp_path, modes=["yaml"], sandbox=LOCAL, progress=False)
+
+
+def test_an_experiment_with_check_block_counts_rejections(tmp_path: Path) -> None:
+    """``run_suite(check="block")``: the scripted slip is rejected before it runs (no tool call),
+    counted in the ``check`` layer; the run's fingerprint says how it was checked."""
+    from codeact import tool
+
+    @tool
+    def unit(city: str) -> str:
+        """The unit a city reports in."""
+        return "fahrenheit" if city == "Beijing" else "celsius"
+
+    slip = {"text": "```python\nprint(unit(citty='Beijing'))\n```"}
+    fix = {"text": "```python\nfinal_answer(unit(city='Beijing'))\n```"}
+    suite = Suite("checked", [Task(id="t1", instruction="Beijing's unit?", tools=lambda: [unit],
+                                   expected="fahrenheit", scripts={"code": [slip, fix]})])
+    rows = {}
+    for check in ("block", "off"):
+        out = tmp_path / check
+        run_suite(suite, out=out, modes=["code"], sandbox=LOCAL, progress=False, check=check)  # type: ignore[arg-type]
+        [rows[check]] = lines(out)
+        assert json.loads((out / "run.json").read_text())["fingerprint"]["check"] == check
+    assert rows["block"]["correct"] and rows["off"]["correct"]
+    layers = {check: (row["errors"]["check"], row["errors"]["runtime"], row["tool_calls"]) for check, row in rows.items()}
+    assert layers == {"block": (1, 0, 1), "off": (0, 1, 1)}
