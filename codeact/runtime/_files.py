@@ -57,7 +57,7 @@ def _root_sig(root: str) -> _Sig | None:
 
 def _tree(root: str) -> Tree | None:
     try:
-        return Tree(root, LIMITS)
+        return Tree(root, LIMITS, as_owner=True)
     except OSError:
         return None
 

@@ -25,7 +25,7 @@ LIMITS = Limits(entries=50_000, seconds=30.0)
 def list_files(root: Path) -> dict[str, int] | None:
     """Relative path → size of every regular file under ``root``; None when the listing was cut
     short by ``LIMITS`` (so that nobody removes what it did not see)."""
-    with Tree(root, LIMITS) as tree:
+    with Tree(root, LIMITS, as_owner=True) as tree:
         found = tree.listing()
     if not found.complete:
         return None
@@ -35,7 +35,7 @@ def list_files(root: Path) -> dict[str, int] | None:
 def collect_files(root: Path, max_bytes: int, max_files: int = MAX_FILES) -> list[SnapshotFile]:
     """The workspace's regular files; raises SnapshotError when over ``max_bytes``, ``max_files`` or
     ``LIMITS`` (a snapshot is exact or not taken). Links, FIFOs, sockets and devices are left out."""
-    with Tree(root, Limits(entries=LIMITS.entries, bytes=max_bytes, seconds=LIMITS.seconds)) as tree:
+    with Tree(root, Limits(entries=LIMITS.entries, bytes=max_bytes, seconds=LIMITS.seconds), as_owner=True) as tree:
         found = tree.listing()
         if not found.complete:
             raise SnapshotError(f"the workspace could not be collected: {found.reason}; delete what is not "

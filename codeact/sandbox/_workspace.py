@@ -110,7 +110,7 @@ class Workspace:
             return
         owner_st = os.stat(self.user_dir)
         owner = (owner_st.st_uid, owner_st.st_gid)
-        with Tree(self.path, _COPY_LIMITS) as src, Tree(self.user_dir, _COPY_LIMITS) as dest:
+        with Tree(self.path, _COPY_LIMITS, as_owner=True) as src, Tree(self.user_dir, _COPY_LIMITS) as dest:
             for rel in written:
                 opened = src.open_file(rel)
                 if opened is None:

@@ -33,6 +33,7 @@ import secrets
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -89,6 +90,7 @@ class _OpenHow(ctypes.Structure):
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
+_libc.setfsuid.argtypes = _libc.setfsgid.argtypes = [ctypes.c_int]
 _probe_lock = threading.Lock()
 _probed: bool | None = None
 
@@ -123,6 +125,24 @@ def openat2_available() -> bool:
     return _probed
 
 
+@contextlib.contextmanager
+def _filesystem_ids(ids: tuple[int, int] | None) -> Iterator[None]:
+    """Open files as ``(uid, gid)`` on this thread only (``setfsuid``/``setfsgid`` are per thread,
+    and a nonzero fsuid drops root's file capabilities such as ``CAP_DAC_OVERRIDE``); put back after."""
+    if ids is None:
+        yield
+        return
+    old_gid = _libc.setfsgid(ids[1])
+    old_uid = _libc.setfsuid(ids[0])
+    try:
+        if _libc.setfsuid(-1) != ids[0]:  # -1 changes nothing and answers the current fsuid
+            raise OSError(errno.EPERM, "cannot take the sandbox user's filesystem identity")
+        yield
+    finally:
+        _libc.setfsuid(old_uid)
+        _libc.setfsgid(old_gid)
+
+
 def parts_of(rel: str) -> list[str]:
     """The components of a relative path; raises :class:`UnsafePath` for anything that could leave."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
@@ -148,15 +168,21 @@ class Tree:
     """A sandbox-controlled tree rooted at ``root`` (a host path the host chose, opened once).
 
     ``hardlinks=True`` accepts files with more than one link: only for a tree the sandbox never
-    wrote (a user's directory copied in). Use as a context manager, or call :meth:`close`."""
+    wrote (a user's directory copied in). ``as_owner=True`` (a tree the sandbox wrote) opens every
+    file and directory with the filesystem identity of the root's owner, the sandbox's user, when
+    the host runs as root: whatever a path resolved to, the host opens nothing that user could not.
+    Use as a context manager, or call :meth:`close`."""
 
     def __init__(self, root: str | os.PathLike[str], limits: Limits | None = None, *,
-                 hardlinks: bool = False) -> None:
+                 hardlinks: bool = False, as_owner: bool = False) -> None:
         self.limits = limits or Limits()
         self.hardlinks = hardlinks
         self._fd = os.open(root, _O_DIR & ~os.O_NOFOLLOW)  # the root is the host's word
         self.root_stat = os.fstat(self._fd)
         self.dev = self.root_stat.st_dev
+        owner = (self.root_stat.st_uid, self.root_stat.st_gid)
+        #: Whose filesystem identity opens take (None: the host's own).
+        self.opens_as = owner if as_owner and os.geteuid() == 0 and owner[0] != 0 else None
         self._deadline = time.monotonic() + self.limits.seconds
         self._bytes_left = self.limits.bytes
 
@@ -186,7 +212,9 @@ class Tree:
         fd = os.dup(self._fd)
         for name in parts:
             try:
-                nxt = self._check_dir(os.open(name, _O_DIR, dir_fd=fd))
+                with _filesystem_ids(self.opens_as):
+                    opened = os.open(name, _O_DIR, dir_fd=fd)
+                nxt = self._check_dir(opened)
             finally:
                 os.close(fd)
             fd = nxt
@@ -194,10 +222,12 @@ class Tree:
 
     def _open(self, parts: list[str], flags: int) -> int:
         if USE_OPENAT2 and openat2_available():
-            return _openat2(self._fd, "/".join(parts), flags)
+            with _filesystem_ids(self.opens_as):
+                return _openat2(self._fd, "/".join(parts), flags)
         parent = self._walk_dirs(parts[:-1])
         try:
-            return os.open(parts[-1], flags, dir_fd=parent)
+            with _filesystem_ids(self.opens_as):
+                return os.open(parts[-1], flags, dir_fd=parent)
         finally:
             os.close(parent)
 

@@ -136,6 +136,34 @@ def test_writes_replace_planted_links_and_never_write_through(hostile: tuple[Pat
     assert stat.S_IMODE(os.stat(root / "hard.txt").st_mode) == 0o640
 
 
+@pytest.mark.skipif(not ROOT, reason="dropping to the sandbox user's identity needs root")
+def test_a_tree_the_sandbox_wrote_is_opened_as_its_owner(tmp_path: Path, resolver: str) -> None:
+    """Even a path that resolved to a host file (here a root-only file placed in the tree, as a
+    resolver bug or a bind mount would expose one) is opened as the sandbox's user, who cannot."""
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    os.chown(root, 1000, 1000)
+    os.chown(root / "sub", 1000, 1000)
+    (root / "sub" / "mine.txt").write_bytes(b"the code's")
+    os.chown(root / "sub" / "mine.txt", 1000, 1000)
+    secret = root / "sub" / "root-only.txt"
+    secret.write_bytes(b"host secret")
+    os.chmod(secret, 0o600)  # root's, like a host file
+    with Tree(root, as_owner=True) as tree:
+        assert tree.opens_as == (1000, 1000)
+        assert tree.read("sub/mine.txt", 100) is not None
+        assert tree.read("sub/root-only.txt", 100) is None
+        assert tree.digest("sub/root-only.txt") is None
+    with Tree(root) as tree:  # the host's own identity otherwise (a user's DIR copied in)
+        got = tree.read("sub/root-only.txt", 100)
+        assert got is not None and got[0] == b"host secret"
+    # The identity is put back on this thread: root reads a root-only file again.
+    assert secret.read_bytes() == b"host secret"
+    with open("/proc/thread-self/status") as fh:
+        fs_ids = [line.split()[4] for line in fh if line.startswith(("Uid:", "Gid:"))]
+    assert fs_ids == ["0", "0"]
+
+
 def test_each_limit_fires(tmp_path: Path, resolver: str) -> None:
     for i in range(50):
         (tmp_path / f"f{i}").write_bytes(b"x" * 100)
