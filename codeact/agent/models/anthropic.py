@@ -25,6 +25,7 @@ from codeact.agent.models.base import (
     ToolDef,
     choice_name,
     decode_event,
+    require_key,
     tool_parts,
 )
 from codeact.errors import ModelError
@@ -248,6 +249,7 @@ class AnthropicClient(HTTPModelClient):
         opts = options or HTTPOptions(timeout=timeout, max_retries=max_retries)
         super().__init__(model, key or None, opts)
         self._base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        require_key(key, "ANTHROPIC_API_KEY", self._base_url, DEFAULT_BASE_URL)
         self.extra_body = dict(extra_body or {})
         self.extra_headers = dict(extra_headers or {})
         self.supports_strict_tools = _BEFORE_STRICT.search(model) is None if strict is None else strict

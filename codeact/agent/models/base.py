@@ -20,7 +20,7 @@ from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
 from codeact.errors import ModelError
 from codeact.tool_stubs.strict import OptionalForm
 
-__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "StrictTools", "ToolChoice", "ToolDef"]
+__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "StrictTools", "ToolChoice", "ToolDef", "require_key"]
 
 ToolChoice = Literal["auto", "none", "required"] | Mapping[str, str]
 ToolDef = Mapping[str, Any]
@@ -133,6 +133,13 @@ def _shape_checked(client: HTTPModelClient) -> Iterator[None]:
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
         raise ModelError(f"{client.provider} sent a response of an unexpected shape "
                          f"({type(exc).__name__}: {one_line(str(exc), 200)})") from None
+
+
+def require_key(key: str | None, env: str, base_url: str, default_url: str) -> None:
+    """Refuse at once a client for the vendor's own API without a key: it would only be told so by
+    a refused request, after retries. A server of one's own (another base URL) may need none."""
+    if not key and base_url.rstrip("/") == default_url.rstrip("/"):
+        raise ModelError(f"{env} is not set: export it, or pass api_key= (for another server, its base URL)")
 
 
 class HTTPModelClient(abc.ABC):

@@ -25,6 +25,7 @@ from codeact.agent.models.base import (
     ToolDef,
     choice_name,
     decode_event,
+    require_key,
     tool_parts,
 )
 from codeact.errors import ModelError
@@ -226,6 +227,7 @@ class OpenAIClient(HTTPModelClient):
         opts = options or HTTPOptions(timeout=timeout, max_retries=max_retries)
         super().__init__(model, key or None, opts)
         self._base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        require_key(key, "OPENAI_API_KEY", self._base_url, DEFAULT_BASE_URL)
         if max_tokens_param is None:
             host = urlsplit(self._base_url).hostname or ""
             max_tokens_param = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
