@@ -62,6 +62,15 @@ def test_later_cells_use_what_earlier_cells_made(blocking: Runtime) -> None:
         assert missing.termination == "rejected" and missing.diagnostics[0].code == "undefined-name"
 
 
+def test_too_many_new_names_make_the_namespace_unknown(blocking: Runtime) -> None:
+    """Past the kernel's cap of names in one report (5000), it says "cannot tell": no name is then
+    certainly missing, so nothing is rejected for one."""
+    with blocking.session() as session:
+        assert session.run("exec(''.join(f'n{i} = {i}\\n' for i in range(5001)))").ok
+        assert [d.severity for d in session.check("print(n5000, never_made)")] == ["warning", "warning"]
+        assert session.run("print(n5000)").stdout == "5000\n"
+
+
 def test_warn_runs_the_cell_and_says_what_it_found(docker_image: str, counter: Counter) -> None:
     with Runtime(make_tools(counter), SandboxConfig(timeout_s=20, policy="none")) as rt:
         assert rt.check_mode == "warn"

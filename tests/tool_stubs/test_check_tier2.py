@@ -39,3 +39,28 @@ def test_without_ty_the_error_names_the_extra() -> None:
             "try:\n    Runtime([], check_types=True)\nexcept CheckerUnavailable as exc:\n    print(exc)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert proc.stdout.strip() == "check_types needs the ty type checker: pip install 'codeact[check]'"
+
+
+def test_a_server_that_dies_or_is_slow_costs_findings_not_the_check() -> None:
+    code = "page = list_issues('a/b')\nfirst = page['itemz'][0]\n"
+    with Runtime([ISSUES], check="off", check_types=True) as runtime:
+        types = runtime.type_check
+        assert types is not None and len(runtime.check(code)) == 1
+        assert types._client is not None
+        types._client._proc.kill()  # the server is gone: that check says nothing, the next one restarts it
+        assert runtime.check(code) == []
+        assert len(runtime.check(code)) == 1
+        types._timeout_s = 1e-9  # too short for any answer
+        types._stop()
+        assert runtime.check(code) == [] and types._client is None
+        types._timeout_s = 10.0
+        assert len(runtime.check(code)) == 1
+
+
+def test_a_message_over_the_cap_drops_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeact.tool_stubs.check import _lsp
+
+    monkeypatch.setattr(_lsp, "_MAX_MESSAGE", 10)
+    with Runtime([ISSUES], check="off", check_types=True) as runtime:
+        assert runtime.check("page = list_issues('a/b')\npage['itemz']") == []
+        assert runtime.type_check is not None and runtime.type_check._client is None
