@@ -14,7 +14,8 @@ from ..errors import ReplayInterrupted, SandboxUnavailable, SnapshotError, ToolD
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox import SandboxConfig
-from ..tool_stubs import ToolSpec, render_stubs
+from ..tool_stubs import ToolSpec
+from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import _live
 from ._interrupt import EXIT_INTERRUPTED, interrupts
 from ._options import Image, Pip, decode, machine_stdout, read_text, sandbox_config
@@ -149,15 +150,22 @@ def _open_session(runtime: Any, path: Path | None, config: SandboxConfig) -> Any
     return runtime.restore(Snapshot.load(path), config=config)
 
 
-def stubs_command(file: Annotated[Path, typer.Argument(help="a JSON list of tool definitions, or a .py file "
-                                                                "with @tool functions")]) -> None:
-    """Print the stub module (the model's view) for those tool definitions."""
-    if file.suffix == ".py":
-        with machine_stdout() as out:
-            specs = load_tools_file(file).specs
-            out.write(render_stubs(specs))
-        return
-    sys.stdout.write(render_stubs(load_spec_file(file)))
+def stubs_command(
+    file: Annotated[Path, typer.Argument(help="a JSON list of tool definitions, or a .py file with @tool functions")],
+    sandbox: Annotated[bool, typer.Option("--sandbox", help="print the module the sandbox executes (with its "
+                                          "plumbing), not the model's view")] = False,
+    budget: Annotated[int, typer.Option("--budget", min=1, help="the prompt budget in characters: past it the "
+                                        "model is shown an index and searches")] = DEFAULT_PROMPT_BUDGET,
+) -> None:
+    """Print what the model is shown of these tools (the prompt view, built-ins such as read_result
+    included): every typed stub within --budget characters, else the index of groups and how to
+    search. --sandbox prints the module the sandbox runs instead."""
+    from ..runtime.session import Runtime
+
+    with machine_stdout() as out:  # a tools file may print at import: stdout stays the view's
+        specs = load_tools_file(file).specs if file.suffix == ".py" else load_spec_file(file)
+        with Runtime(specs, prompt_budget_chars=budget, check="off") as runtime:
+            out.write(runtime.stubs if sandbox else runtime.prompt_view)
 
 
 def register(app: typer.Typer) -> None:
