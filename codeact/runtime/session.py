@@ -401,8 +401,9 @@ class Session:
             sink.detach()  # ... to here, never a later run
         self._names.learn(code, outcome.done.names if outcome.done is not None else None)
         files = _written_files(driver.sandbox, before)
-        # A listener that raised, or a stream left early, interrupted the run on request too.
-        interrupted = self._interrupted or (sink is not None and sink.cancelled)
+        # A listener that raised, or a stream left early, interrupted the run on request too; so did
+        # what was raised into this thread mid-run (Ctrl-C), raised again once the run is recorded.
+        interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
                            files=files, interrupted=interrupted, restored=restored)
         (self._host or self.runtime.host).release_abandoned(ledger)  # once _assemble ended their records
@@ -417,6 +418,8 @@ class Session:
         return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+        if outcome.raised is not None:
+            raise outcome.raised
         """:meth:`run` on a worker thread. Cancelling the awaiting task stops the code: a run not yet
         started never starts, a running one is interrupted (it ends ``interrupted``, its records
         kept) rather than running on to its end."""
@@ -641,6 +644,8 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
                              restored=restored, **fields)
     result._facts = kernel_facts(done.facts) if done is not None else None
+    if termination == "timeout" and error is not None and error.type == "KeyboardInterrupt":
+        error = _timed_out(error, timeout_s)  # the interrupt was the timeout's, not a person's
     return result
 
 
@@ -660,6 +665,15 @@ def _written_files(sandbox: Any, before: WorkspaceSnapshot) -> list[FileInfo]:
     of the user's directory (``sync_out``) writes them back there."""
     files, removed = written_files(sandbox.workspace, before)
     sync_out = getattr(sandbox, "sync_out", None)
+def _timed_out(error: CodeError, timeout_s: float) -> CodeError:
+    """The KeyboardInterrupt the timeout raised in the code, said as what it was."""
+    message = f"the run passed its time limit of {timeout_s:g} s (timeout_s) and was interrupted"
+    head, _, last = error.traceback.rstrip("\n").rpartition("\n")
+    tail = f"TimeoutError: {message}"
+    traceback = f"{head}\n{tail}" if last.startswith("KeyboardInterrupt") and head else error.traceback or tail
+    return CodeError(type="TimeoutError", message=message, lineno=error.lineno, traceback=traceback)
+
+
     if sync_out is not None and (files or removed):
         sync_out([f.path for f in files], removed)
     return files

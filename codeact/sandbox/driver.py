@@ -210,6 +210,9 @@ class RunOutcome:
     reason: str | None = None
     wall_ms: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What was raised into the caller's thread mid-run (Ctrl-C's KeyboardInterrupt, say): the run
+    #: was interrupted and waited for; the caller records it, then raises this.
+    raised: BaseException | None = None
 
 
 class KernelDriver:
@@ -382,18 +385,44 @@ class KernelDriver:
                         "output_limit": output_limit, **self._streaming()})
         except OSError:
             outcome: RunOutcome | None = self._died(interrupted=False)
+        except BaseException as exc:  # raised into mid-send: how much of the frame went is unknown
+            self._kill()
+            outcome = RunOutcome("killed", state_lost=True, reason="interrupted while the run was sent", raised=exc)
         else:
-            if after_send is not None:
-                try:
-                    after_send()
-                except Exception:  # never with the run in flight: the caller meets it again after the run
-                    pass
-            outcome = self._guarded(run, _CALLER, None)
-            if outcome is None:
-                outcome = self._watch(run)
+            try:
+                if after_send is not None:
+                    try:
+                        after_send()
+                    except Exception:  # never with the run in flight: the caller meets it again after the run
+                        pass
+                outcome = self._guarded(run, _CALLER, None)
+                if outcome is None:
+                    outcome = self._watch(run)
+            except BaseException as exc:  # e.g. Ctrl-C's KeyboardInterrupt in the caller's thread
+                outcome = self._after_raised(run, exc)
         self._kill_at = None
         assert outcome is not None
         outcome.wall_ms = (time.monotonic() - started) * 1000
+        return outcome
+
+    def _after_raised(self, run: _Run, raised: BaseException) -> RunOutcome:
+        """The caller's thread was raised into mid-run: interrupt the code and wait the grace for the
+        kernel's ``done`` (killed after it, as at a timeout), so that the kernel is idle, its
+        namespace kept, when the caller records the run and raises ``raised`` again. Raised into a
+        second time while it waits (a second Ctrl-C), the sandbox is killed at once."""
+        with run.lock:
+            run.interrupted = True
+            run.deadline = min(run.deadline, time.monotonic() + run.grace_s)
+        try:
+            self._interrupt()
+            outcome = self._guarded(run, _CALLER, None) if run.cond is None else None
+            if outcome is None:
+                outcome = self._watch(run)
+        except BaseException:
+            self._kill()
+            outcome = RunOutcome("killed", interrupted=True, state_lost=True,
+                                 reason="interrupted again while the code was stopping; the sandbox was killed")
+        outcome.raised = raised
         return outcome
 
     def _guarded(self, run: _Run, me: int, work: _Timer | None) -> RunOutcome | None:
