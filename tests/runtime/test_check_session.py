@@ -95,3 +95,14 @@ def test_batch_items_and_restored_cells_are_known_names(blocking: Runtime) -> No
 def test_the_check_mode_is_checked() -> None:
     with pytest.raises(ValueError, match="check must be one of 'off', 'warn', 'block'"):
         Runtime([], check="strict")  # type: ignore[arg-type]
+
+
+def test_a_hostile_namespace_key_leaves_the_names_unknown_not_the_run_broken(blocking: Runtime) -> None:
+    # a key that collides with a name the kernel knows and whose == raises once armed
+    code = ("class Key:\n    armed = False\n    def __hash__(self):\n        return hash('ToolError')\n"
+            "    def __eq__(self, other):\n        if Key.armed:\n            raise ValueError('no')\n"
+            "        return self is other\nglobals()[Key()] = 1\nKey.armed = True\n")
+    with blocking.session() as session:
+        assert session.run(code).ok
+        assert session.run("print('next')").stdout == "next\n"
+        assert {d.severity for d in session.check("print(never_made)")} == {"warning"}  # cannot tell now

@@ -625,7 +625,10 @@ class Kernel:
     def _new_names(self) -> list[str] | None:
         """The names bound in the namespace since the last ``done`` (the host's check lets later
         cells use them); None when there are too many to say, so the host knows it cannot tell."""
-        new = [n for n in self.namespace.keys() - self.reported if type(n) is str]
+        try:  # a key of the code's own type may run code when hashed, and a thread may change the dict
+            new = [n for n in self.namespace.keys() - self.reported if type(n) is str]
+        except Exception:
+            return None
         self.reported.update(new)
         if len(new) > _MAX_NAMES or any(len(n) > _MAX_NAME_CHARS for n in new):
             return None
