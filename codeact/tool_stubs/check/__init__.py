@@ -158,8 +158,10 @@ def _at(node: ast.AST, lines: list[str], code: str, message: str,
 
 
 def _syntax(exc: SyntaxError, code: str) -> Diagnostic:
+    """A warning: the sandbox's Python may be newer than the host's and take syntax this one refuses
+    (a cell that does not compile there fails before anything runs, so blocking it saves nothing)."""
     line = exc.lineno or 1
     column = exc.offset or 1
     return Diagnostic(line=line, column=column, end_line=exc.end_lineno or line,
                       end_column=exc.end_offset or column, code="syntax", message=f"{type(exc).__name__}: {exc.msg}",
-                      severity="error")
+                      severity="warning")
