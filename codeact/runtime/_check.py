@@ -39,23 +39,28 @@ class SessionNames:
         """After a run of ``code``: the names it binds as read, and those the kernel reported
         (``done``'s ``names``: a list of strings; anything else is "cannot tell")."""
         bound, dynamic = cell_names(code)
-        self.names |= bound
         self.dynamic = self.dynamic or dynamic
         if type(reported) is list and all(type(n) is str and len(n) <= _MAX_NAME_CHARS for n in reported):
-            self.names.update(reported)
+            bound.update(reported)
         elif dynamic:
             self.known = False
+        self._add(bound)
 
     def learn_cells(self, codes: Iterable[str]) -> None:
         """Cells a restored session will replay before its next run: what they bind, as read."""
         for code in codes:
             bound, dynamic = cell_names(code)
-            self.names |= bound
+            self._add(bound)
             if dynamic:  # its names are reported only when it replays, after the next check
                 self.known, self.dynamic = False, True
 
     def bind(self, names: Iterable[str]) -> None:
-        self.names.update(names)
+        self._add(set(names))
+
+    def _add(self, names: set[str]) -> None:
+        # A new set rather than an update: a check on another thread may be reading the old one.
+        if not names <= self.names:
+            self.names = self.names | names
 
     def check(self, checker: Checker, code: str, types: TypeCheck | None = None) -> list[Diagnostic]:
         """Tier 1, then (``types``) tier 2's warnings on the lines tier 1 found nothing on."""
