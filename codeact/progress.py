@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # rich costs ~30 ms to import: loaded by the first Bar, not by ``import codeact``
-    from rich.progress import TaskID
+    from rich.console import RenderableType
+    from rich.progress import Progress, TaskID
 
 __all__ = ["Bar", "ModeRates"]
 
@@ -33,35 +34,44 @@ class ModeRates:
 
 
 class Bar:
-    """``with Bar(total, label, enabled) as bar: bar.advance(failed=..., status=...)``."""
+    """``with Bar(total, label, enabled) as bar: bar.advance(failed=..., status=...)``.
+
+    ``failed_label`` names what ``failed`` counts (an experiment's wrong answers, a batch's items
+    that did not end ok). The counts, the times and the ETA are never cut: at 80 columns the bar
+    and the label give way, and the status goes on its own line below the bar.
+    """
 
     def __init__(self, total: int, label: str, *, enabled: bool = True, completed: int = 0,
-                 failed: int = 0, status: str = "") -> None:
+                 failed: int = 0, status: str = "", failed_label: str = "failed") -> None:
         self.enabled = enabled
         self.failed = failed
         self._lock = threading.Lock()
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             SpinnerColumn,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
+        from rich.table import Column
 
-        self._progress = Progress(
+        console = Console(stderr=True)
+        # the label and the bar take what is left once the fixed columns (about 40 characters) are laid out
+        room = max(20, console.width - 40)
+        self._progress = _progress_class()(
             SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("[red]failed {task.fields[failed]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=Console(stderr=True),
+            TextColumn("[bold]{task.description}",
+                       table_column=Column(no_wrap=True, overflow="ellipsis", max_width=max(10, room - 12))),
+            BarColumn(bar_width=max(6, min(40, room - len(label)))),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TextColumn(f"[red]{escape(failed_label)} {{task.fields[failed]}}", table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)),
+            TextColumn("ETA", table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
+            console=console,
             transient=False,
             disable=not enabled,
         )
@@ -86,3 +96,18 @@ class Bar:
 
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+
+
+def _progress_class() -> type[Progress]:
+    """``rich.progress.Progress`` drawing each task's status on a line of its own, below the bars."""
+    from rich.progress import Progress
+    from rich.text import Text
+
+    class _Progress(Progress):
+        def get_renderables(self) -> Iterable[RenderableType]:
+            yield self.make_tasks_table(self.tasks)
+            for task in self.tasks:
+                if task.fields.get("status"):
+                    yield Text("  " + str(task.fields["status"]), overflow="fold")
+
+    return _Progress

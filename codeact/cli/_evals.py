@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -122,11 +123,21 @@ def _print_modes(out: Path) -> None:
         return
     header, rows = mode_table(summarize(results, meta))
     keep = [0, 2, 3, 4, 5, 6, 7, 8, 9]
-    table = Table(*(header[i] for i in keep),
-                  title=Text(f"{meta.suite if meta else ''} · {meta.model if meta else ''}"))
+    # 80 columns hold it: no cell wraps or is cut (the long headers break where they say), no side borders
+    table = Table(title=Text(f"{meta.suite if meta else ''} · {meta.model if meta else ''}"),
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for i in keep:
+        table.add_column(_SHORT_HEADERS.get(header[i], header[i]), no_wrap=True,
+                         justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*(Text(str(row[i])) for i in keep))
+    if _err.measure(table, options=_err.options.update_width(1000)).maximum > _err.width:
+        table.padding = (0, 0)  # one space between the columns rather than two: still whole cells
     _err.print(table)
+
+
+_SHORT_HEADERS = {"95% CI (Wilson)": "95% CI\n(Wilson)", "model calls": "model\ncalls", "tokens in": "tokens\nin",
+                  "tokens out": "tokens\nout", "tool calls": "tool\ncalls", "wall s": "wall\ns"}
 
 
 def report_command(
@@ -195,11 +206,15 @@ def batch_command(
     image: Image = None,
     pip: Pip = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="exit 0 even when items failed "
+                                               "(their result lines are written all the same)")] = False,
 ) -> None:
     """Run CODE_FILE once per input line; one result line per input, in order, failures included.
 
-    Ctrl-C stops starting items and interrupts the running ones; finished results are kept (with
-    --out, a re-run resumes) and the exit status is 130."""
+    Exit 0 when every item ended ok, 1 when any failed (raised, timed out, was killed; 0 with
+    --allow-failed), 2 usage error, 3 sandbox unavailable. Ctrl-C stops starting items and
+    interrupts the running ones; finished results are kept (with --out, a re-run resumes) and the
+    exit status is 130."""
     from ._exec import load_toolset
 
     if isolation not in ("auto", "namespace", "sandbox") or engine not in ("local", "ray"):
@@ -226,16 +241,17 @@ def batch_command(
         sink.close(complete=not interrupted and len(sink.lines) == len(items))
         if out is None:
             stdout.writelines(sink.lines[i] for i in sorted(sink.lines))
-    failed = sorted(sink.failed)
+    failed = sorted(sink.failed - sink.interrupted)
     shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
     of = f" of {len(items)}" if len(sink.lines) != len(items) else ""
+    cut = f", {len(sink.interrupted)} interrupted" if sink.interrupted else ""
     typer.echo(f"{plural(len(sink.lines), 'result')}{of}, {len(failed)} failed"
-               + (f" (inputs {shown})" if failed else ""), err=True)
+               + (f" (inputs {shown})" if failed else "") + cut, err=True)
     if interrupted:
         if out is not None:
             typer.echo(f"interrupted: run the same command again to resume ({out})", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(1 if failed and not allow_failed else 0)
 
 
 class _Sink:
@@ -245,6 +261,7 @@ class _Sink:
         self.out = out
         self.lines = dict(done)
         self.failed = {i for i, line in done.items() if not json.loads(line).get("ok")}
+        self.interrupted: set[int] = set()  # not ok, but cut short by Ctrl-C rather than failed
         self._lock = threading.Lock()
         self._file = None
         if out is not None:
@@ -257,6 +274,7 @@ class _Sink:
         with self._lock:
             self.lines[index] = line
             (self.failed.add if not result.ok else self.failed.discard)(index)
+            (self.interrupted.add if result.termination == "interrupted" else self.interrupted.discard)(index)
             if self._file is not None:
                 self._file.write(line)
                 self._file.flush()
@@ -287,7 +305,7 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
         with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:
             def done(chunk: list[ExecutionResult]) -> None:
                 for r in chunk:
-                    bar.advance(failed=not r.ok)
+                    bar.advance(failed=not r.ok and r.termination != "interrupted")
 
             try:
                 results = map_code_ray(make_tools, config, code, [items[i] for i in todo], workers=workers,

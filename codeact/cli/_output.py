@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -31,6 +32,38 @@ def _labelled(label: str, text: str, style: str | None = None) -> Text:
     return line
 
 
+def _json_cell(value: Any, limit: int) -> Text:
+    """JSON on one line, cut with an ellipsis where the column ends (wrapped, it would be mangled)."""
+    return Text(_short(value, limit), no_wrap=True, overflow="ellipsis")
+
+
+def _calls_table(result: ExecutionResult, width: int) -> Table:
+    """The tool calls: id, tool, status and ms always whole; the arguments and the result on one
+    line each, sharing what is left of ``width`` (the whole of each is in ``--json``)."""
+    rows = []
+    for call in result.calls:
+        if call.ok:
+            status = "ok (cached)" if call.cached else "ok"
+            detail = _json_cell(call.result, 80)
+        else:
+            status = call.error.code if call.error else "?"
+            detail = Text(call.error.message[:200] if call.error else "")  # prose: wraps
+        rows.append((call.id, call.name, _json_cell(call.arguments, 50), status, detail, f"{call.duration_ms:.1f}"))
+    fixed = sum(max(len(head), *(len(row[i]) for row in rows)) for i, head in
+                ((0, "id"), (1, "tool"), (3, "status"), (5, "ms")))
+    room = max(20, width - fixed - 2 * 5)  # two spaces between the six columns
+    table = Table(title="tool calls", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("arguments", max_width=max(10, room * 2 // 5))
+    table.add_column("status", no_wrap=True)
+    table.add_column("result / error", max_width=max(10, room - room * 2 // 5))
+    table.add_column("ms", no_wrap=True, justify="right")
+    for call, (ident, name, arguments, status, detail, ms) in zip(result.calls, rows, strict=True):
+        table.add_row(Text(ident), Text(name), arguments, Text(status), detail, ms, style=None if call.ok else "red")
+    return table
+
+
 def print_result(result: ExecutionResult, file: TextIO | None = None) -> None:
     """A human summary of one ExecutionResult (on ``file``, else stdout)."""
     console = Console(file=file, highlight=False, soft_wrap=True)
@@ -44,16 +77,7 @@ def print_result(result: ExecutionResult, file: TextIO | None = None) -> None:
         console.rule("stderr", style="dim")
         console.print(Text(result.stderr.rstrip("\n"), style="yellow"))
     if result.calls:
-        table = Table("id", "tool", "arguments", "status", "result / error", "ms", title="tool calls")
-        for call in result.calls:
-            if call.ok:
-                status = "ok (cached)" if call.cached else "ok"
-            else:
-                status = call.error.code if call.error else "?"
-            detail = _short(call.result) if call.ok else (call.error.message if call.error else "")
-            table.add_row(Text(call.id), Text(call.name), Text(_short(call.arguments, 50)), Text(status),
-                          Text(detail[:80]), f"{call.duration_ms:.1f}", style=None if call.ok else "red")
-        console.print(table)
+        console.print(_calls_table(result, console.width))
     if result.value is not None:
         console.print(_labelled("value: ", _short(result.value, 2000)))
     if result.answered:

@@ -166,7 +166,8 @@ def run_suite(
                 if r.key in wanted and r.key in done:
                     rates.add(r.mode, r.correct)
             label = f"{suite_obj.name} · {spec.name}"
-            with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates)) as bar:
+            with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates),
+                     failed_label="wrong") as bar:  # wrong answers and harness failures
                 outcomes: Generator[EpisodeResult | EpisodeFailure, None, None]
                 if engine == "ray":
                     from .ray_engine import run_episodes

@@ -218,7 +218,7 @@ def map_code(
         if on_result is not None:
             on_result(index, result)
         if bar is not None:
-            bar.advance(failed=not result.ok)
+            bar.advance(failed=not result.ok and result.termination != "interrupted")  # counted apart
 
     workers_count = max(1, min(concurrency, len(items) or 1))
     pool = ThreadPoolExecutor(workers_count, thread_name_prefix="codeact-map")
