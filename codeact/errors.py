@@ -16,6 +16,10 @@
     ├── SnapshotError                        a snapshot cannot be taken or restored (inexact cell, too large)
     │   ├── SnapshotInvalid (ValueError)     a snapshot file is modified, foreign, corrupt or of another version
     │   └── RestoreDiverged                  replay asked for another call / ended otherwise than recorded
+    ├── WorkspaceFileError                   ``Session.files`` refused or failed a read, write, listing or removal
+    │   ├── WorkspaceFileNotFound (FileNotFoundError)  no such file (or directory, for a listing)
+    │   ├── WorkspacePathRefused (ValueError)    absolute, escaping, or a symlink / special file on the way
+    │   └── WorkspaceFileTooLarge                over the runtime's ``max_file_bytes``
     └── ModelError                           a model provider failed (HTTP status, bad response)
 
 An exception raised by the model's code is *data* in an ``ExecutionResult``, never one of these.
@@ -46,6 +50,10 @@ __all__ = [
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolError",
+    "WorkspaceFileError",
+    "WorkspaceFileNotFound",
+    "WorkspaceFileTooLarge",
+    "WorkspacePathRefused",
 ]
 
 ErrorCode = Literal[
@@ -165,6 +173,23 @@ class RestoreDiverged(SnapshotError):
         self.cell = cell
         self.call = call
         super().__init__(message)
+
+
+class WorkspaceFileError(CodeActError):
+    """``Session.files`` refused or failed an operation on the session's workspace."""
+
+
+class WorkspaceFileNotFound(WorkspaceFileError, FileNotFoundError):
+    """No regular file (or, for a listing, no directory) at that workspace path."""
+
+
+class WorkspacePathRefused(WorkspaceFileError, ValueError):
+    """A workspace path that is absolute or escapes, or that meets a symlink, FIFO, device or other
+    non-regular entry the code may have planted (never followed)."""
+
+
+class WorkspaceFileTooLarge(WorkspaceFileError):
+    """A file to read or write is over the runtime's ``max_file_bytes``."""
 
 
 class ModelError(CodeActError):

@@ -33,6 +33,7 @@ from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from ._replay import kernel_facts
 from .batch import BatchProgress, Isolation, map_code
+from ._session_files import SessionFiles
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
@@ -56,7 +57,8 @@ class Runtime:
                  max_run_argument_bytes: int = 64 * 1024 * 1024, max_in_flight_per_session: int = 256,
                  max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None,
-                 check: CheckMode = "warn", check_types: bool = False) -> None:
+                 check: CheckMode = "warn", check_types: bool = False,
+                 max_file_bytes: int = 64 * 1024 * 1024) -> None:
         #: Check each code action before it runs (``tool_stubs.check``): ``warn`` runs it and puts
         #: what was found in ``diagnostics``; ``block`` does not run a cell with an error (it ends
         #: ``rejected``, nothing happened); ``off`` does not check. ``check_types`` adds tier 2, a
@@ -80,6 +82,8 @@ class Runtime:
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
         #: The bytes of call records (arguments and results, see ``_retained``) a session keeps, at
+        #: The largest file ``Session.files`` reads or writes.
+        self.max_file_bytes = max_file_bytes
         #: most: in ``history`` (oldest dropped first), and in ``cells`` for replay (past it, a new
         #: cell is kept inexact, without its records, and listed in ``skipped``).
         self.max_session_record_bytes = max_session_record_bytes
@@ -291,6 +295,12 @@ class Session:
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
     @property
+    @property
+    def files(self) -> SessionFiles:
+        """Read, write, list and remove workspace files from the host, never through a link the code
+        planted (see ``_session_files``)."""
+        return SessionFiles(self)
+
     def workspace(self) -> Path:
         """The host directory the code sees as its working directory."""
         return self._ensure().sandbox.workspace

@@ -313,6 +313,39 @@ class Tree:
             if kind == "symlink":
                 out.links.append(child)
 
+    def kind(self, rel: str) -> str | None:
+        """What is at ``rel``, reached without following anything: ``file``, ``dir``, ``symlink``,
+        ``fifo``, ``socket``, ``device``, ``other``, ``hard link``, ``other device``, or ``symlink on
+        the way`` / ``file on the way`` when a component above it is no directory; None when nothing is."""
+        parts = parts_of(rel)
+        fd = os.dup(self._fd)
+        try:
+            for i, name in enumerate(parts):
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except (FileNotFoundError, NotADirectoryError):
+                    return None
+                kind = _kind(st)
+                if i == len(parts) - 1:
+                    break
+                if kind != "dir":
+                    return f"{kind} on the way"
+                try:
+                    with _filesystem_ids(self.opens_as):
+                        opened = os.open(name, _O_DIR, dir_fd=fd)
+                    nxt = self._check_dir(opened)
+                except OSError:
+                    return "other device" if st.st_dev != self.dev else "changed"
+                os.close(fd)
+                fd = nxt
+        finally:
+            os.close(fd)
+        if kind in ("dir", "file") and st.st_dev != self.dev:
+            return "other device"
+        if kind == "file" and st.st_nlink > 1 and not self.hardlinks:
+            return "hard link"
+        return kind
+
     def is_empty(self) -> bool:
         with os.scandir(self._fd) as entries:  # scandir works on a duplicate and rewinds it
             return next(entries, None) is None
