@@ -33,6 +33,7 @@ from .errors import (
 )
 from .results import (
     CodeError,
+    Diagnostic,
     ExecutionResult,
     FileInfo,
     ToolCallError,
@@ -78,6 +79,7 @@ __all__ = [
     "CodeActAgent",
     "CodeActError",
     "CodeError",
+    "Diagnostic",
     "Episode",
     "ExecutionResult",
     "FileInfo",
