@@ -32,8 +32,8 @@ from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from ._replay import kernel_facts
-from .batch import BatchProgress, Isolation, map_code
 from ._session_files import SessionFiles
+from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
@@ -81,9 +81,9 @@ class Runtime:
         self.max_result_chars = max_result_chars
         self.max_calls_per_run = max_calls_per_run
         self.max_argument_bytes = max_argument_bytes
-        #: The bytes of call records (arguments and results, see ``_retained``) a session keeps, at
         #: The largest file ``Session.files`` reads or writes.
         self.max_file_bytes = max_file_bytes
+        #: The bytes of call records (arguments and results, see ``_retained``) a session keeps, at
         #: most: in ``history`` (oldest dropped first), and in ``cells`` for replay (past it, a new
         #: cell is kept inexact, without its records, and listed in ``skipped``).
         self.max_session_record_bytes = max_session_record_bytes
@@ -295,12 +295,12 @@ class Session:
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
     @property
-    @property
     def files(self) -> SessionFiles:
         """Read, write, list and remove workspace files from the host, never through a link the code
         planted (see ``_session_files``)."""
         return SessionFiles(self)
 
+    @property
     def workspace(self) -> Path:
         """The host directory the code sees as its working directory."""
         return self._ensure().sandbox.workspace
@@ -425,11 +425,11 @@ class Session:
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
                 self._resume = _lifecycle.Resume(files=None)
+        if outcome.raised is not None:
+            raise outcome.raised
         return result
 
     async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
-        if outcome.raised is not None:
-            raise outcome.raised
         """:meth:`run` on a worker thread. Cancelling the awaiting task stops the code: a run not yet
         started never starts, a running one is interrupted (it ends ``interrupted``, its records
         kept) rather than running on to its end."""
@@ -638,6 +638,8 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     ok = termination == "completed"
     if interrupted and not ok:
         termination, reason = "interrupted", "the run was interrupted on request"
+    if termination == "timeout" and error is not None and error.type == "KeyboardInterrupt":
+        error = _timed_out(error, timeout_s)  # the interrupt was the timeout's, not a person's
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
                          f"the run ended ({termination}) before this call finished")
     fields: dict[str, Any] = {}
@@ -654,9 +656,16 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
                              restored=restored, **fields)
     result._facts = kernel_facts(done.facts) if done is not None else None
-    if termination == "timeout" and error is not None and error.type == "KeyboardInterrupt":
-        error = _timed_out(error, timeout_s)  # the interrupt was the timeout's, not a person's
     return result
+
+
+def _timed_out(error: CodeError, timeout_s: float) -> CodeError:
+    """The KeyboardInterrupt the timeout raised in the code, said as what it was."""
+    message = f"the run passed its time limit of {timeout_s:g} s (timeout_s) and was interrupted"
+    head, _, last = error.traceback.rstrip("\n").rpartition("\n")
+    tail = f"TimeoutError: {message}"
+    traceback = f"{head}\n{tail}" if last.startswith("KeyboardInterrupt") and head else error.traceback or tail
+    return CodeError(type="TimeoutError", message=message, lineno=error.lineno, traceback=traceback)
 
 
 def _shallow(value: Any) -> Any:
@@ -675,15 +684,6 @@ def _written_files(sandbox: Any, before: WorkspaceSnapshot) -> list[FileInfo]:
     of the user's directory (``sync_out``) writes them back there."""
     files, removed = written_files(sandbox.workspace, before)
     sync_out = getattr(sandbox, "sync_out", None)
-def _timed_out(error: CodeError, timeout_s: float) -> CodeError:
-    """The KeyboardInterrupt the timeout raised in the code, said as what it was."""
-    message = f"the run passed its time limit of {timeout_s:g} s (timeout_s) and was interrupted"
-    head, _, last = error.traceback.rstrip("\n").rpartition("\n")
-    tail = f"TimeoutError: {message}"
-    traceback = f"{head}\n{tail}" if last.startswith("KeyboardInterrupt") and head else error.traceback or tail
-    return CodeError(type="TimeoutError", message=message, lineno=error.lineno, traceback=traceback)
-
-
     if sync_out is not None and (files or removed):
         sync_out([f.path for f in files], removed)
     return files
