@@ -9,12 +9,13 @@
         result = s.run('get_weather("Beijing")')
 """
 
-from __future__ import annotations
+# Nothing but the public names is bound here (tests/test_public_api.py): no ``from __future__``
+# (it binds ``annotations``), and the helpers under underscore names.
+import importlib as _importlib
+import types as _types
+import typing as _typing
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-from ._deprecated import deprecated_alias
+from ._deprecated import deprecated_alias as _deprecated_alias
 from .errors import (
     CodeActError,
     ModelError,
@@ -48,7 +49,7 @@ from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
     from .errors import CodeactError as CodeactError  # deprecated: warns at run time
 
@@ -60,17 +61,18 @@ _LAZY = dict.fromkeys(
     ("Budget", "CodeActAgent", "Episode", "FunctionCallingAgent", "execute_python_tool"), "codeact.agent")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:  # deprecated names: a DeprecationWarning naming the new one (or AttributeError)
-        return deprecated_alias(__name__, name, {"CodeactError": ("codeact.CodeActError", CodeActError)})
-    value = getattr(importlib.import_module(module), name)
+        return _deprecated_alias(__name__, name, {"CodeactError": ("codeact.CodeActError", CodeActError)})
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public names and the subpackages loaded so far (``codeact.runtime``, ...)."""
+    return sorted({*__all__, *(n for n, v in globals().items() if isinstance(v, _types.ModuleType) and n[0] != "_")})
 
 __all__ = [
     "Budget",

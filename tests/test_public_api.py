@@ -94,3 +94,14 @@ def test_a_closed_runtime_says_runtime() -> None:
         assert isinstance(exc, codeact.SessionClosed) and "runtime" in str(exc)
     else:
         raise AssertionError("a closed runtime opened a session")
+
+
+def test_the_namespace_holds_only_the_public_names_and_subpackages() -> None:
+    # Before, ``import codeact`` also bound TYPE_CHECKING, annotations, importlib, Any, deprecated_alias.
+    import types
+
+    code = "import codeact\nprint(' '.join(n for n in vars(codeact) if not n.startswith('_')))"
+    names = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    stray = {n for n in names if n not in codeact.__all__ and not isinstance(getattr(codeact, n), types.ModuleType)}
+    assert stray == set()
+    assert {n for n in dir(codeact) if not isinstance(getattr(codeact, n), types.ModuleType)} == set(codeact.__all__)

@@ -76,10 +76,12 @@ def resolve_python(tag: str, *, client: Any = None) -> str:
         try:
             labels = c.images.get(tag).labels or {}
         except ImageNotFound as exc:
-            raise SandboxUnavailable(f"sandbox image {tag} is not present; build it with ensure_image()") from exc
+            raise SandboxUnavailable(f"sandbox image {tag} is not present: build one with `codeact image build` "
+                                     "(--pip PKG to bake packages in; it prints the tag to pass as --image)") from exc
     python = labels.get("codeact.python")
     if not python:
-        raise SandboxUnavailable(f"image {tag} has no codeact.python label; build it with ensure_image()")
+        raise SandboxUnavailable(f"image {tag} has no codeact.python label, so it is not a codeact sandbox image: "
+                                 "build one with `codeact image build`")
     return str(python)
 
 

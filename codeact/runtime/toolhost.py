@@ -550,7 +550,9 @@ class ToolHost:
 
     async def _execute(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> Any:
         if tool.fn is None:
-            raise ToolError("not_implemented", f"tool {tool.name!r} has no implementation on this host")
+            raise ToolError("not_implemented", f"tool {tool.name!r} has no implementation on this host: it is a "
+                            "definition only (--tool-spec, a ToolSpec); give it one with a @tool function of that "
+                            f"name (@tool(name={tool.name!r}) in the --tools file, or Tool(spec, fn=...))")
         if tool.policy.rate_limit_per_s:
             limiter = self._limiters.setdefault(tool.name, RateLimiter(tool.policy.rate_limit_per_s))
             await limiter.wait()

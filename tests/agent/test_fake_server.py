@@ -185,3 +185,11 @@ def test_standalone_command(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_standalone_command_runs_without_a_runpy_warning() -> None:
+    # codeact.testing's __init__ imported the module before runpy ran it as __main__: a RuntimeWarning
+    proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "codeact.testing.fake_server",
+                           "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "--script" in proc.stdout
