@@ -19,7 +19,7 @@ from ..runtime.session import Runtime
 from ..sandbox.base import SandboxConfig
 from ..tool_stubs.check import CheckMode
 from .answers import instruction as answer_instruction
-from .answers import to_value
+from .answers import kept_answer, to_value
 from .fingerprint import fingerprint_id
 from .providers import ModelProvider, ModelSpec
 from .results_store import EpisodeResult, _jsonable
@@ -93,6 +93,7 @@ class EpisodeRunner:
         return EpisodeResult.from_episode(key, episode, correct=correct, suite=self.suite.name,
                                           expected=task.expected, worker=self.worker,
                                           fingerprint=fingerprint_id(self.config.fingerprint, key.task_id),
+                                          answer=kept_answer(episode.answer),
                                           answer_value=_jsonable(to_value(episode.answer)))
 
     def run_safe(self, key: EpisodeKey) -> EpisodeResult | EpisodeFailure:

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["ANSWER_LINE", "instruction", "to_value"]
+__all__ = ["ANSWER_LINE", "instruction", "kept_answer", "to_value"]
 
 _VALUE = ("one plain value: a number (no units), a string, a list or an object/dict, exactly as the task "
           "asks for it")
@@ -68,3 +68,12 @@ def to_value(answer: Any) -> Any:
         if isinstance(value, (str, int, float, bool, list, dict, tuple, set)) or value is None:
             return list(value) if isinstance(value, (tuple, set)) else value
     return payload
+
+
+def kept_answer(answer: Any) -> Any:
+    """The answer as a result keeps it: a reply ending in an ``ANSWER:`` line is kept as its typed
+    value (``76``, not ``"Total: 76 USD.\\nANSWER: 76"``; the reply itself is in the trace), as a
+    code-mode ``final_answer(76)`` is; any other answer as it came."""
+    if isinstance(answer, str) and any(m.group(1).strip() for m in ANSWER_LINE.finditer(answer.translate(_MINUS))):
+        return to_value(answer)
+    return answer
