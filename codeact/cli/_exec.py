@@ -17,9 +17,13 @@ from ..sandbox import SandboxConfig
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from . import _live
+from ._exec_files import get_files, parse_gets, parse_puts, put_files, session_lock
 from ._interrupt import EXIT_INTERRUPTED, interrupts
 from ._options import Image, Pip, decode, machine_stdout, read_text, sandbox_config
 from ._output import print_result
+
+#: What the Python API's refusal of an inexact cell ends with (the CLI says its own flag instead).
+_API_HINT = "; pass allow_inexact=True to snapshot without it"
 
 
 def spec_from_any(definition: Any) -> ToolSpec:
@@ -90,36 +94,51 @@ def exec_command(
                                          "the last, 'done', holds the result")] = False,
     check: Annotated[str, typer.Option("--check", help="off, warn (run, and say what the check found) or block "
                                        "(a cell with an error does not run)")] = "warn",
+    allow_inexact: Annotated[bool, typer.Option("--allow-inexact", help="with --session: save even when this "
+                                                "cell cannot be replayed exactly (it is left out)")] = False,
+    put: Annotated[list[str] | None, typer.Option("--put", help="LOCAL:REMOTE, a file into the workspace "
+                                                  "before the run (repeatable)")] = None,
+    get: Annotated[list[str] | None, typer.Option("--get", help="REMOTE:LOCAL, a workspace file out after "
+                                                  "the run (repeatable)")] = None,
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
 
     Exit 0 completed, 1 failed (the result is printed), 2 usage error, 3 sandbox unavailable,
     130 interrupted by Ctrl-C (the result so far is printed, termination "interrupted"). With
-    --session, a session file that cannot be saved is one line on stderr and exit 1, after the result."""
+    --session, a session file that cannot be saved (a cell that cannot be replayed exactly, unless
+    --allow-inexact) is one line on stderr and exit 1, after the result; invocations sharing one
+    session file take turns (a lock beside it). A --get that fails is one line and exit 1 too."""
     from ..runtime.session import Runtime
 
     config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
     if check not in ("off", "warn", "block"):
         raise typer.BadParameter(f"--check must be off, warn or block, not {check!r}")
     code = _read_code(file)
+    puts, gets = parse_puts(put or []), parse_gets(get or [])
     live = sys.stdout.isatty() and sys.stderr.isatty()  # asked before stdout is set aside
     with machine_stdout() as out:
         listener = _live.listener(events, as_json, out, live=live)
         toolset = load_toolset(tools or [], tool_spec or [])
         runtime = Runtime(toolset, config, check=check)  # type: ignore[arg-type]  # checked above
-        not_saved = None
+        not_saved = not_fetched = None
         try:
-            with interrupts(runtime.interrupt) as stop, runtime:  # the handler outlives the runtime's close
+            # the handler outlives the runtime's close; the lock, the session file's restore and save
+            with session_lock(session_file), interrupts(runtime.interrupt) as stop, runtime:
                 with _open_session(runtime, session_file, config) as session:
                     if stop.requested:  # Ctrl-C while the sandbox started (nothing ran yet to interrupt)
                         typer.echo("codeact: interrupted before the code started", err=True)
                         raise typer.Exit(EXIT_INTERRUPTED)
+                    put_files(session, puts)
                     result: ExecutionResult = session.run(code, on_event=listener)
-                    if session_file is not None:  # a cell that cannot be replayed exactly is left out
+                    not_fetched = get_files(session, gets)
+                    if session_file is not None:
                         try:
-                            session.snapshot(allow_inexact=True).save(session_file)
+                            session.snapshot(allow_inexact=allow_inexact).save(session_file)
                         except (SnapshotError, OSError) as exc:  # the result is printed all the same
-                            not_saved = f"codeact: session file {session_file} not saved: {one_line(str(exc), 300)}"
+                            hint = "; --allow-inexact saves it without that cell" if str(exc).endswith(_API_HINT) \
+                                else ""
+                            not_saved = (f"codeact: session file {session_file} not saved: "
+                                         f"{one_line(str(exc).removesuffix(_API_HINT), 300)}{hint}")
         except SandboxUnavailable as exc:
             typer.echo(f"codeact: sandbox unavailable: {exc}", err=True)
             raise typer.Exit(3) from None
@@ -135,8 +154,10 @@ def exec_command(
             print_result(_live.not_yet_shown(result, listener), out)
     if stop.requested:
         raise typer.Exit(EXIT_INTERRUPTED)
-    if not_saved is not None:
-        typer.echo(not_saved, err=True)
+    for line in (not_fetched, not_saved):
+        if line is not None:
+            typer.echo(line, err=True)
+    if not_saved is not None or not_fetched is not None:
         raise typer.Exit(1)
     raise typer.Exit(0 if result.ok else 1)
 
