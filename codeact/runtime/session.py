@@ -637,7 +637,8 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         reason = f"the code wrote more than {config.output_limit} characters"
     ok = termination == "completed"
     if interrupted and not ok:
-        termination, reason = "interrupted", "the run was interrupted on request"
+        lost = f" ({reason})" if outcome.state_lost and reason else ""  # e.g. it ignored the interrupt
+        termination, reason = "interrupted", f"the run was interrupted on request{lost}"
     if termination == "timeout" and error is not None and error.type == "KeyboardInterrupt":
         error = _timed_out(error, timeout_s)  # the interrupt was the timeout's, not a person's
     ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
