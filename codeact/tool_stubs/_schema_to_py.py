@@ -265,7 +265,30 @@ def _describe(schema: Any) -> str:
     if not isinstance(schema, dict):
         return ""
     text = schema.get("description") or schema.get("title") or ""
-    return one_line(text, 160) if isinstance(text, str) else ""  # for a ``#`` comment
+    text = text.strip() if isinstance(text, str) else ""
+    limits = constraints(schema)
+    text = f"{text.rstrip('.')}; {limits}" if text and limits else text or limits
+    return one_line(text, 160)  # for a ``#`` comment
+
+
+#: JSON Schema keywords a Python annotation cannot say, as the stub's text says them.
+_LIMITS = (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"), ("exclusiveMaximum", "< {}"),
+           ("multipleOf", "a multiple of {}"), ("minLength", "at least {} characters"),
+           ("maxLength", "at most {} characters"), ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
+           ("pattern", "matching {}"))
+
+
+def constraints(schema: Any) -> str:
+    """The schema's limits in words (``">= 1, <= 14"``), or "" (pydantic's ``Field(ge=1, le=14)``)."""
+    if not isinstance(schema, dict):
+        return ""
+    words = []
+    for key, form in _LIMITS:
+        value = schema.get(key)
+        if isinstance(value, bool) or value is None or not isinstance(value, (int, float, str)):
+            continue
+        words.append(form.format(py_str(str(value)) if key == "pattern" else value))
+    return ", ".join(words)
 
 
 def _field_comment(required: bool, total: bool, description: str) -> str:

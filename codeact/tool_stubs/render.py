@@ -23,6 +23,7 @@ from codeact.tool_stubs._schema_to_py import (
     TypeRenderer,
     allows_null,
     camel,
+    constraints,
     py_literal,
     py_str,
     required_keys,
@@ -196,7 +197,8 @@ def _param_doc(schema: Any) -> str:
     if isinstance(enum, list) and enum:
         values = ", ".join(py_literal(v) or repr(v) for v in enum)
         text = f"{text} One of: {values}.".strip()
-    return text
+    limits = constraints(schema)
+    return f"{text} ({limits})" if text and limits else text or limits
 
 
 def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool, prompt: bool = False) -> str:
@@ -208,7 +210,9 @@ def _function(spec: ToolSpec, stub: str, types: TypeRenderer, quoted: bool, prom
     extra = spec.input_schema.get("additionalProperties")
     kwargs = _unique("kwargs", taken) if extra is True or (isinstance(extra, dict) and extra) else None
     if spec.output_schema is not None:
-        returns = types.annotation(spec.output_schema, spec.output_schema, camel(stub) + "Result")
+        title = spec.output_schema.get("title")  # a pydantic model's class name: the stub's class has it too
+        hint = camel(title) if isinstance(title, str) and camel(title).isidentifier() else camel(stub) + "Result"
+        returns = types.annotation(spec.output_schema, spec.output_schema, hint)
     else:
         returns = types.any()
     parts = [f"{p.name}: {q(p.annotation)}" + (f" = {p.default}" if p.default is not None else "") for p in params]
@@ -229,10 +233,11 @@ def _docstring(spec: ToolSpec, params: list[_Param], kwargs: str | None, returns
     lines = _text_lines(spec.description)
     if not lines and (params or kwargs or spec.output_schema is not None):
         lines = [f"Call the tool {py_str(spec.name)}."]
-    if params or kwargs:
+    described = [p for p in params if p.doc]  # one with no words has its whole story in the signature
+    if described or kwargs:
         lines += ["", "Args:"] if lines else ["Args:"]
-        for p in params:
-            first, *rest = _text_lines(p.doc) or [""]
+        for p in described:
+            first, *rest = _text_lines(p.doc)
             lines.append(f"    {p.name}: {first}".rstrip())
             lines += [f"        {line}".rstrip() for line in rest]
         if kwargs:
