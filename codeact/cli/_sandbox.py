@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,8 +41,10 @@ def image_prune(
     typer.echo(f"removed {len(report.removed)}, kept {len(report.kept)}, in use {len(report.in_use)}")
 
 
-def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Report the Docker engine, the image, cgroup limit support and what is missing."""
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="the report as one JSON object (for "
+                                                                  "programs)")] = False) -> None:
+    """Report the Docker engine, the image, cgroup limit support and what is missing (exit 3 when
+    something is)."""
     from ..image import doctor as run_doctor
     from ..sandbox.local import isolation_report as local_isolation
 
@@ -51,10 +53,33 @@ def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
-    for key, value in report.items():
-        typer.echo(f"{key:>18}: {value}")
+    for line in _readable(report):
+        typer.echo(line)
     if report.get("missing"):
         raise typer.Exit(3)
+
+
+def _readable(report: dict[str, Any], indent: str = "") -> list[str]:
+    """The report as aligned ``name: value`` lines, nested ones indented; yes/no, lists joined."""
+    width = max((len(k) for k in report), default=0) + 1
+    lines = []
+    for key, value in report.items():
+        label = f"{indent}{key.replace('_', ' ') + ':':<{width}}"
+        if isinstance(value, dict) and value:
+            lines += [label.rstrip(), *_readable(value, indent + "  ")]
+        else:
+            lines.append(f"{label} {_word(value)}")
+    return lines
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == [] or value == {}:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(_word(v) for v in value)
+    return str(value)
 
 
 def cleanup(everything: Annotated[bool, typer.Option("--all", help="also this user's LIVE sessions (of "

@@ -30,3 +30,13 @@ def test_a_tool_spec_tool_says_how_to_give_it_an_implementation(tmp_path: Path) 
     proc = codeact("exec", "-", "--tools", str(tools), "--tool-spec", str(spec), "--backend", "local", "--json",
                    stdin="get_weather(city='Paris')")
     assert json.loads(proc.stdout)["value"] == "Paris: sunny", proc.stdout
+
+
+def test_doctor_reads_as_text_by_default_and_json_with_the_flag() -> None:
+    proc = codeact("doctor")
+    assert proc.returncode in (0, 3), proc.stderr
+    assert "{'" not in proc.stdout and "True" not in proc.stdout and "[]" not in proc.stdout, proc.stdout
+    assert any(line.startswith("engine:") for line in proc.stdout.splitlines())
+    assert any(line.startswith("  ok:") for line in proc.stdout.splitlines())  # nested facts, indented
+    machine = codeact("doctor", "--json")
+    assert machine.returncode == 0 and "engine" in json.loads(machine.stdout)
