@@ -35,6 +35,7 @@ from .errors import (
 from .results import (
     CodeError,
     Diagnostic,
+    EgressRecord,
     ExecutionResult,
     FileInfo,
     ToolCallError,
@@ -46,6 +47,7 @@ from .runtime.session import Runtime, Session
 from .runtime.snapshot import Snapshot
 from .runtime.sources.http import HttpAuth, HttpEndpoint, HttpParam, http_tool
 from .runtime.toolset import Tool, ToolPolicy, Toolset, tool
+from .sandbox import Egress
 from .sandbox.base import SandboxConfig
 from .tool_stubs import ToolSpec, render_stubs
 
@@ -82,6 +84,8 @@ __all__ = [
     "CodeActError",
     "CodeError",
     "Diagnostic",
+    "Egress",
+    "EgressRecord",
     "Episode",
     "ExecutionResult",
     "FileInfo",

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 __all__ = [
     "CodeError",
     "Diagnostic",
+    "EgressRecord",
     "ExecutionResult",
     "FileInfo",
     "Termination",
@@ -85,6 +86,28 @@ class FileInfo(BaseModel):
     size: int
 
 
+class EgressRecord(BaseModel):
+    """One request the code sent out through the egress broker (``SandboxConfig(egress=...)``),
+    allowed or refused. ``tunnel``: a CONNECT tunnel (TLS; its content is not seen, nor replayable).
+    ``response``: a plain-HTTP answer as the sandbox got it (base64), kept so that a replay answers
+    from the record (None: not kept, over ``Egress.max_kept_bytes``, or a tunnel)."""
+
+    method: str
+    host: str
+    port: int
+    path: str = ""
+    status: int | None = None
+    bytes_out: int = 0
+    bytes_in: int = 0
+    duration_ms: float = 0.0
+    allowed: bool = False
+    reason: str | None = None
+    tunnel: bool = False
+    #: A digest of the request as sent upstream (method, target, headers, body): what replay matches.
+    request_digest: str = ""
+    response: str | None = Field(None, repr=False)
+
+
 class ExecutionResult(BaseModel):
     """The structured result of one code action (the contract in DESIGN.md)."""
 
@@ -116,6 +139,8 @@ class ExecutionResult(BaseModel):
     restored: bool = False
     #: What the check found before the run (``Runtime(check=...)``); left out when empty.
     diagnostics: list[Diagnostic] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: The requests the code sent out through the egress broker, in order; left out when empty.
+    egress: list[EgressRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)

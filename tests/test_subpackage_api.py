@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "codeact"
 PINNED = {
     "codeact.tool_stubs": ["ToolSpec", "python_names", "render_stubs"],
     "codeact.tool_stubs.check": ["SANDBOX_NAMES", "CheckMode", "Checker", "cell_names", "has_errors"],
-    "codeact.sandbox": ["ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"],
+    "codeact.sandbox": ["Egress", "ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"],
     "codeact.image": [
         "BASE_IMAGE_REPO", "DEFAULT_IMAGE_REPO", "DEFAULT_KEEP", "IMAGE_FORMAT", "ImageSpec", "PruneReport",
         "RootfsParams", "build_image", "default_base_tag", "doctor", "ensure_base", "ensure_image", "image_tag",

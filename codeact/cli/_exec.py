@@ -100,6 +100,8 @@ def exec_command(
                                                   "before the run (repeatable)")] = None,
     get: Annotated[list[str] | None, typer.Option("--get", help="REMOTE:LOCAL, a workspace file out after "
                                                   "the run (repeatable)")] = None,
+    allow_host: Annotated[list[str] | None, typer.Option("--allow-host", help="HOST[:PORT] the code may reach "
+                                                         "through the host's egress broker (repeatable)")] = None,
 ) -> None:
     """Run FILE as one code action in a fresh sandbox, the tools exposed as functions.
 
@@ -110,7 +112,7 @@ def exec_command(
     session file take turns (a lock beside it). A --get that fails is one line and exit 1 too."""
     from ..runtime.session import Runtime
 
-    config = sandbox_config(backend, timeout, memory, image=image, pip=pip)
+    config = sandbox_config(backend, timeout, memory, image=image, pip=pip, allow_host=allow_host)
     if check not in ("off", "warn", "block"):
         raise typer.BadParameter(f"--check must be off, warn or block, not {check!r}")
     code = _read_code(file)

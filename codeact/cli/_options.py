@@ -23,11 +23,12 @@ Pip = Annotated[list[str] | None, typer.Option("--pip", help="a package baked in
                                                               "image is built once, as codeact image build --pip)")]
 
 _FLAGS = {"timeout_s": "--timeout", "memory_mb": "--memory", "backend": "--backend", "policy": "--policy",
-          "image": "--image", "pip": "--pip"}
+          "image": "--image", "pip": "--pip", "egress": "--allow-host"}
 
 
 def sandbox_config(backend: str, timeout: float, memory: int | None = None, *, policy: str = "auto",
-                   image: str | None = None, pip: list[str] | None = None) -> SandboxConfig:
+                   image: str | None = None, pip: list[str] | None = None,
+                   allow_host: list[str] | None = None) -> SandboxConfig:
     """A SandboxConfig from the flags; a bad value is a one-line usage error naming the flag."""
     if backend not in ("docker", "local"):
         raise typer.BadParameter(f"--backend must be docker or local, not {backend!r}")
@@ -37,6 +38,8 @@ def sandbox_config(backend: str, timeout: float, memory: int | None = None, *, p
                               "pip": tuple(pip or ())}
     if memory is not None:
         fields["memory_mb"] = memory
+    if allow_host:  # egress through the host's broker, to these hosts only (sandbox/egress.py)
+        fields["egress"] = {"allow": tuple(allow_host)}
     try:
         return SandboxConfig(**fields)
     except ValidationError as exc:

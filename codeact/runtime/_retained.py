@@ -44,6 +44,11 @@ def json_size(value: Any) -> int:
         return len(repr(type(value)))
 
 
+def egress_bytes(result: ExecutionResult) -> int:
+    """What a run's egress records keep: the plain-HTTP responses replay answers from, and a record's cost."""
+    return sum(len(r.response or "") + RECORD_COST for r in result.egress)
+
+
 def _is_page(result: Any) -> bool:
     return (type(result) is dict and type(result.get("text")) is str and "call_id" in result
             and "offset" in result)

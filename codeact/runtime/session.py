@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
-from ..results import CodeError, Diagnostic, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
+from ..results import CodeError, Diagnostic, EgressRecord, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
 from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
@@ -249,6 +249,7 @@ class Session:
         self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
         self._host: ToolHost | None = None  # set while replaying: answers calls from the records
+        self._egress_replay: list[EgressRecord] = []  # while replaying: the cell's egress, answered from it
         self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
         self._restored = False  # the next result says restored
         self._interrupted = False
@@ -291,7 +292,7 @@ class Session:
             cell = CellRecord.of(index, code, result, kept.records, timeout_s)
             self._unsettled = None
             self._remember(kept.for_history(result), kept.bytes)
-            over = self._kept.take(kept.bytes)
+            over = self._kept.take(kept.bytes + _retained.egress_bytes(result))
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
     @property
@@ -397,6 +398,9 @@ class Session:
         before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace or driver.prepared)
 
         on_call = self._call_handler(driver, ledger)
+        broker = getattr(driver.sandbox, "egress", None)  # SandboxConfig(egress=...): the host's broker
+        if broker is not None:
+            broker.begin_run(self._egress_replay if self._host is not None else None)
 
         timeout = timeout_s or self.config.timeout_s
         if sink is not None:
@@ -416,6 +420,8 @@ class Session:
         interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
                            files=files, interrupted=interrupted, restored=restored)
+        if broker is not None:
+            result.egress = broker.take()
         (self._host or self.runtime.host).release_abandoned(ledger)  # once _assemble ended their records
         if outcome.state_lost:
             self._discard()

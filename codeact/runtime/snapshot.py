@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._paths import cache_dir
 from ..errors import SnapshotError, SnapshotInvalid
-from ..results import ExecutionResult, ToolCallRecord
+from ..results import EgressRecord, ExecutionResult, ToolCallRecord
 from ..sandbox.base import SandboxConfig
 from ..tool_stubs import ToolSpec
 from ._snapshot_file import read_signed, write_signed
@@ -73,6 +73,8 @@ class CellRecord(BaseModel):
     lanes: str | None = None
     threads: int | None = None
     children: int | None = None
+    #: The cell's requests through the egress broker, plain-HTTP responses kept: replay answers from them.
+    egress: list[EgressRecord] = Field(default_factory=list)
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
@@ -84,12 +86,19 @@ class CellRecord(BaseModel):
             status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
         elif result.error is not None:
             status = "raised"
+        unkept = next((r for r in result.egress if r.tunnel or (r.allowed and r.response is None)), None)
+        if status != "inexact" and unkept is not None:
+            status = "inexact"
+            reason = (f"its request to {unkept.host}:{unkept.port} went through a TLS tunnel, which cannot be "
+                      "replayed" if unkept.tunnel else
+                      f"the response of {unkept.host}:{unkept.port}{unkept.path[:100]} was not kept (over "
+                      "Egress.max_kept_bytes, or cut)")
         facts = result._facts or {}
         return cls(index=index, code=code, status=status, reason=reason, calls=records,
                    error_type=result.error.type if result.error else None,
                    error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
                    timeout_s=timeout_s, output_digest=output_digest(result), lanes=facts.get("lanes"),
-                   threads=facts.get("threads"), children=facts.get("children"))
+                   threads=facts.get("threads"), children=facts.get("children"), egress=list(result.egress))
 
 
 #: A default repr's address (``<Box object at 0x7f…>``): another one in every process, not behaviour.

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ._egress_policy import Egress
 from .base import ExitStatus, Sandbox, SandboxConfig
 
-__all__ = ["ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"]
+__all__ = ["Egress", "ExitStatus", "Sandbox", "SandboxConfig", "create_sandbox"]
 
 
 def create_sandbox(config: SandboxConfig, session_dir: Path, workspace: Path,

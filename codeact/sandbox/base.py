@@ -8,6 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._egress_policy import Egress
 from .inside.protocol import FrameSocket
 
 __all__ = ["KERNEL_ENV", "ExitStatus", "Sandbox", "SandboxConfig"]
@@ -57,6 +58,8 @@ class SandboxConfig(BaseModel):
     preload: tuple[str, ...] = Field((), description="modules every new kernel imports before its first run")
     seed: int | None = Field(None, description="seed `random` in every new kernel, so a session that uses it "
                              "can be replayed (snapshot/restore/fork/recover)")
+    egress: Egress | None = Field(None, description="requests out through the host's broker, by allowlist "
+                                  "(sandbox/egress.py); None: no network at all")
 
     @model_validator(mode="after")
     def _check(self) -> SandboxConfig:

@@ -32,6 +32,7 @@ from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
+from .egress import EgressBroker
 from .inside.protocol import FrameSocket
 from .reaper import reap
 
@@ -83,6 +84,8 @@ class DockerSandbox:
         self.container_id: str | None = None
         self._channel: FrameSocket | None = None
         self._status: ExitStatus | None = None
+        #: The host's end of the sandbox's egress (``SandboxConfig(egress=...)``), while it runs.
+        self.egress: EgressBroker | None = None
 
     @property
     def channel(self) -> FrameSocket:
@@ -150,6 +153,9 @@ class DockerSandbox:
         owner = owner_id()
         command = [python, "-s", "-B", "/opt/codeact/kernel.py", "--connect",
                    f"{CHANNEL_DIR}/channel.sock", "--policy", self.config.effective_policy()]
+        if self.config.egress is not None:
+            self.egress = EgressBroker(chan_dir, self.config.egress, owner_uid=self.config.uid)
+            command += ["--egress", str(self.config.egress.port)]
         try:
             created = client.api.create_container(
                 image, command=command, user=f"{self.config.uid}:{self.config.uid}",
@@ -211,6 +217,8 @@ class DockerSandbox:
         if self._channel is not None:
             self._channel.sock.close()  # the kernel exits on EOF; the container stops with it
             self._channel = None
+        if self.egress is not None:
+            self.egress.close()
         container_id, self.container_id = self.container_id, None
         if container_id is None:
             self._workspace.close()

@@ -26,6 +26,7 @@ from ..errors import SandboxUnavailable
 from . import _bwrap, _confine
 from ._channel import ChannelListener
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
+from .egress import EgressBroker
 from .inside.protocol import FrameSocket
 from .kernel_files import materialize
 
@@ -79,6 +80,8 @@ class LocalSandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: FrameSocket | None = None
         self.isolation = _bwrap.resolve_isolation(config.isolation)
+        #: The host's end of the sandbox's egress (``SandboxConfig(egress=...)``), while it runs.
+        self.egress: EgressBroker | None = None
 
     @property
     def channel(self) -> FrameSocket:
@@ -112,9 +115,12 @@ class LocalSandbox:
 
     def _command(self, socket_path: Path, policy: str, seccomp_fd: int) -> list[str]:
         kernel_dir = materialize()
+        egress: list[str] = []
+        if self.config.egress is not None:  # without bwrap the loopback is the host's: any free port
+            egress = ["--egress", str(self.config.egress.port if self.isolation == "bwrap" else 0)]
         if self.isolation != "bwrap":
             cmd = [sys.executable, "-s", "-B", str(kernel_dir / "kernel.py"),
-                   "--connect", str(socket_path), "--policy", policy]
+                   "--connect", str(socket_path), "--policy", policy, *egress]
             if policy == "restricted":
                 cmd += ["--extra-path", str(_restricted_package().parent)]
             return cmd
@@ -123,7 +129,7 @@ class LocalSandbox:
             raise SandboxUnavailable(f"isolation='bwrap': {reason}")
         exe, _prefixes = _bwrap.interpreter()
         cmd = [exe, "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
-               "--connect", str(socket_path), "--policy", policy]
+               "--connect", str(socket_path), "--policy", policy, *egress]
         extra = None
         if policy == "restricted":
             extra = str(_restricted_package())
@@ -138,6 +144,8 @@ class LocalSandbox:
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(parents=True, exist_ok=True)
         listener = ChannelListener(self.session_dir)
+        if self.config.egress is not None:
+            self.egress = EgressBroker(self.session_dir, self.config.egress)
         seccomp_fd = -1
         try:
             preexec = self._preexec()
@@ -199,6 +207,8 @@ class LocalSandbox:
 
     def close(self) -> None:
         self.kill()
+        if self.egress is not None:
+            self.egress.close()
         if self._channel is not None:
             self._channel.sock.close()
             self._channel = None

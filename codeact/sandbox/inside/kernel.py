@@ -973,13 +973,13 @@ def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
 def _parse_args(argv: list[str]) -> dict[str, Any]:
     """``--connect PATH --policy none|restricted --extra-path DIR...`` (no argparse: it costs
     milliseconds of every sandbox start, and only the host ever writes this command line)."""
-    args: dict[str, Any] = {"connect": DEFAULT_SOCKET, "policy": "none", "extra_path": []}
+    args: dict[str, Any] = {"connect": DEFAULT_SOCKET, "policy": "none", "extra_path": [], "egress": None}
     pairs = iter(argv)
     for flag in pairs:
         value = next(pairs, None)
-        if value is None or flag not in ("--connect", "--policy", "--extra-path"):
-            raise SystemExit(f"usage: kernel.py [--connect PATH] [--policy none|restricted] [--extra-path DIR]; "
-                             f"got {flag!r}")
+        if value is None or flag not in ("--connect", "--policy", "--extra-path", "--egress"):
+            raise SystemExit(f"usage: kernel.py [--connect PATH] [--policy none|restricted] [--extra-path DIR] "
+                             f"[--egress PORT]; got {flag!r}")
         if flag == "--extra-path":
             args["extra_path"].append(value)
         else:
@@ -992,6 +992,14 @@ def _parse_args(argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     args = _parse_args(sys.argv[1:] if argv is None else argv)
     sys.path.extend(args["extra_path"])
+    if args["egress"] is not None:  # before the hello: the forwarder's thread is one of the kernel's own
+        try:
+            from . import egress_forwarder
+        except ImportError:
+            import egress_forwarder  # type: ignore[no-redef]
+        broker = os.path.join(os.path.dirname(args["connect"]), "egress.sock")
+        port = egress_forwarder.start(broker, int(args["egress"]))
+        egress_forwarder.configure(port, os.path.join(os.getcwd(), ".codeact-packages"))
     sock = _connect(args["connect"])
     kernel = Kernel(protocol.FrameSocket(sock), args["policy"])
     kernel.serve()
