@@ -33,6 +33,7 @@ run: image
 test: image
 	./scripts/ensure-chromium.sh
 	./scripts/ensure-bwrap.sh
+	./scripts/ensure-bfcl.sh
 	./scripts/fetch-github-openapi.sh || echo 'make test: no GitHub OpenAPI description (npm unreachable?): its search-quality test skips'
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 

@@ -81,9 +81,12 @@ class EpisodeRunner:
         try:
             common: dict[str, Any] = {"runtime": runtime, "budget": budget, "system_prompt": self.config.system_prompt,
                                       "trace_path": trace, "stream": self.config.stream}
-            agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
-                     else FunctionCallingAgent(client, toolset, **common))
-            episode = agent.run(f"{task.instruction}\n\n{answer_instruction(key.mode)}")
+            if task.agent is not None:  # the task drives its own conversation (BFCL's turns)
+                episode = task.agent(key.mode, client, toolset, **common).run(task.instruction)
+            else:
+                agent = (CodeActAgent(client, toolset, **common) if key.mode == "code"
+                         else FunctionCallingAgent(client, toolset, **common))
+                episode = agent.run(f"{task.instruction}\n\n{answer_instruction(key.mode)}")
         finally:
             runtime.close()
             close = getattr(client, "close", None)

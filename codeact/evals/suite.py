@@ -64,6 +64,9 @@ class Task:
     #: Reference model responses per mode, in the FakeModelServer's neutral entry form.
     scripts: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    #: Makes the episode's agent, ``agent(mode, model, tools, **options)`` (a multi-turn driver);
+    #: the instruction then goes to it as it is, without the answer-format sentence.
+    agent: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.match(self.id):
@@ -222,13 +225,20 @@ def _from_directory(path: Path, ref: str) -> Suite:
 
 
 def load_suite(ref: str, tasks: Sequence[str] | None = None) -> Suite:
-    """A suite by built-in name (``weather``, ``data``, ``multitool``), ``.py`` path, directory
-    or dotted module; ``tasks`` keeps those task ids or tags only."""
+    """A suite by built-in name (``weather``, ``data``, ``multitool``, ``bfcl-multi-turn[:CATEGORY]``),
+    ``.py`` path, directory or dotted module; ``tasks`` keeps those task ids or tags only."""
     from .suites import BUILTIN
 
     path = Path(ref)
+    builtin, _, variant = ref.partition(":")
     if ref in BUILTIN:
         suite = _from_module(importlib.import_module(BUILTIN[ref]), ref, ref)
+    elif variant and builtin in BUILTIN and not path.exists():  # ``bfcl-multi-turn:base``: suite(variant)
+        module = importlib.import_module(BUILTIN[builtin])
+        if not callable(getattr(module, "suite", None)):
+            raise ValueError(f"suite {builtin!r} has no variants ({ref!r})")
+        suite = module.suite(variant)
+        suite.ref = ref
     elif path.is_dir():
         suite = _from_directory(path, str(path.resolve()))
     elif path.suffix == ".py" and path.is_file():

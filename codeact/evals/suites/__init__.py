@@ -1,5 +1,6 @@
 """Built-in suites, by name: ``weather`` (the seeds' weather tasks), ``data`` (tables, loops and
-aggregation) and ``multitool`` (decoding, DNA, trade, travel, a stateful browser)."""
+aggregation) and ``multitool`` (decoding, DNA, trade, travel, a stateful browser); ``bfcl-multi-turn[:CATEGORY]``
+(BFCL v4 multi-turn, from the installed ``bfcl-eval`` package)."""
 
 from __future__ import annotations
 
@@ -9,4 +10,5 @@ BUILTIN: dict[str, str] = {
     "weather": "codeact.evals.suites.weather",
     "data": "codeact.evals.suites.data",
     "multitool": "codeact.evals.suites.multitool",
+    "bfcl-multi-turn": "codeact.evals.suites.bfcl_multi_turn",
 }
