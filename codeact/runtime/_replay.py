@@ -96,6 +96,7 @@ class ReplayResponder:
         self._answered = 0
         self.cell: CellRecord | None = None
         self.divergence: RestoreDiverged | None = None
+        self._ids: dict[str, str] = {}  # replayed call id -> recorded call id, for read_result
 
     def begin(self, cell: CellRecord) -> None:
         expected = []
@@ -156,7 +157,7 @@ class ReplayResponder:
             raise self.divergence
         _check_outcome(cell, result)
         facts = result._facts or {}
-        _check_calls(cell, result.calls, facts.get("lanes"))
+        _check_calls(cell, result.calls, facts.get("lanes"), self._ids)
         if cell.output_digest is not None and output_digest(result) != cell.output_digest:
             raise RestoreDiverged(
                 f"cell {cell.index} diverged: it wrote other output on replay than when recorded; its output "
@@ -203,15 +204,35 @@ def _check_outcome(cell: CellRecord, result: ExecutionResult) -> None:
                 f"{got_error.type} at line {got_error.lineno} on replay", cell=cell.index)
 
 
-def _signature(record: ToolCallRecord) -> str:
+def _signature(record: ToolCallRecord, ids: dict[str, str] | None = None) -> str:
     outcome = "ok" if record.ok else record.error.code if record.error is not None else "unfinished"
-    return f"{_short(record.name, record.arguments)} -> {outcome}"
+    arguments = record.arguments
+    if ids and record.name == "read_result" and isinstance(arguments, dict) and arguments.get("call_id") in ids:
+        arguments = {**arguments, "call_id": ids[arguments["call_id"]]}  # the recorded call's own id
+    return f"{_short(record.name, arguments)} -> {outcome}"
 
 
-def _check_calls(cell: CellRecord, got: list[ToolCallRecord], lanes: str | None) -> None:
+def _pair_ids(cell: CellRecord, got: list[ToolCallRecord], ids: dict[str, str]) -> None:
+    """Map each replayed call's id to the id its recorded twin had: concurrent calls are numbered in
+    arrival order, so ``parallel`` may number them otherwise on replay, and a ``read_result`` of one
+    names it by the replay's id. Equal calls are interchangeable (the same recorded answer)."""
+    recorded: dict[str, collections.deque[str]] = collections.defaultdict(collections.deque)
+    for r in cell.calls:
+        if r.name != "read_result":
+            recorded[_signature(r)].append(r.id)
+    for r in got:
+        if r.name != "read_result" and (twins := recorded.get(_signature(r))):
+            ids[r.id] = twins.popleft()
+
+
+def _check_calls(cell: CellRecord, got: list[ToolCallRecord], lanes: str | None,
+                 ids: dict[str, str] | None = None) -> None:
     """Every call of the replay (refused ones and built-ins too) against the recorded ones: the main
-    thread's in order, the concurrent ones as a multiset; all as a multiset when a lane is unknown."""
-    want, have = [_signature(r) for r in cell.calls], [_signature(r) for r in got]
+    thread's in order, the concurrent ones as a multiset; all as a multiset when a lane is unknown.
+    ``ids`` (replay id → recorded id, kept across the replay's cells) is extended with this cell's."""
+    ids = {} if ids is None else ids
+    _pair_ids(cell, got, ids)
+    want, have = [_signature(r) for r in cell.calls], [_signature(r, ids) for r in got]
     if cell.lanes is not None and lanes is not None and len(cell.lanes) == len(want) and len(lanes) == len(have):
         ordered_want = [s for s, lane in zip(want, cell.lanes, strict=True) if lane == "m"]
         ordered_have = [(i, s) for i, (s, lane) in enumerate(zip(have, lanes, strict=True), 1) if lane == "m"]

@@ -197,3 +197,24 @@ def test_saved_files_that_cannot_be_laid_after_a_divergence_are_named() -> None:
         restored = runtime.restore(snap, lazy=True)
         after = restored.run("1")
         assert after.ok and after.reason is not None and "not the saved workspace files" in after.reason
+
+
+def test_a_read_result_of_a_call_numbered_otherwise_on_replay_matches() -> None:
+    """``parallel`` numbers its calls in arrival order, so on replay ``read_result`` may name the same
+    recorded call by another id; the matcher compares the call it names, not the number."""
+    from codeact.results import ToolCallRecord
+    from codeact.runtime._replay import _check_calls
+    from codeact.runtime.snapshot import CellRecord
+
+    def rec(i: int, name: str, arguments: dict[str, object]) -> ToolCallRecord:
+        return ToolCallRecord(id=f"call_{i}", name=name, arguments=arguments, ok=True, finished=True)
+
+    recorded = [rec(1, "page", {"i": 1}), rec(2, "page", {"i": 2}), rec(3, "page", {"i": 3}),
+                rec(4, "read_result", {"call_id": "call_3", "offset": 0, "limit": 400})]
+    cell = CellRecord(index=1, code="...", status="completed", calls=recorded, lanes="cccm")
+    replayed = [rec(1, "page", {"i": 3}), rec(2, "page", {"i": 1}), rec(3, "page", {"i": 2}),
+                rec(4, "read_result", {"call_id": "call_1", "offset": 0, "limit": 400})]
+    _check_calls(cell, replayed, "cccm")  # the same call (page 3) under the replay's number
+    wrong = [*replayed[:3], rec(4, "read_result", {"call_id": "call_2", "offset": 0, "limit": 400})]
+    with pytest.raises(RestoreDiverged, match="read_result"):
+        _check_calls(cell, wrong, "cccm")  # page 1: another call than recorded
