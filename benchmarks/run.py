@@ -23,6 +23,7 @@ from . import (
     _report,
     check,
     cpu,
+    egress,
     fresh,
     gvisor,
     idle,
@@ -65,6 +66,7 @@ MEASURES = [
     Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("toolsets", toolsets, 30),
     Measure("tracing", tracing, 30),  # issue 33: what OpenTelemetry costs
+    Measure("egress", egress, 30),  # issue 32: a request through the egress broker
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
     Measure("gvisor", gvisor, 60, docker_only=True),

@@ -90,7 +90,8 @@ class EgressRecord(BaseModel):
     """One request the code sent out through the egress broker (``SandboxConfig(egress=...)``),
     allowed or refused. ``tunnel``: a CONNECT tunnel (TLS; its content is not seen, nor replayable).
     ``response``: a plain-HTTP answer as the sandbox got it (base64), kept so that a replay answers
-    from the record (None: not kept, over ``Egress.max_kept_bytes``, or a tunnel)."""
+    from the record (None: not kept, over ``Egress.max_kept_bytes``, or a tunnel); not in the
+    result's JSON (traces, events): the session's cell records keep it (``runtime.snapshot``)."""
 
     method: str
     host: str
@@ -105,7 +106,7 @@ class EgressRecord(BaseModel):
     tunnel: bool = False
     #: A digest of the request as sent upstream (method, target, headers, body): what replay matches.
     request_digest: str = ""
-    response: str | None = Field(None, repr=False)
+    response: str | None = Field(None, repr=False, exclude=True)
 
 
 class ExecutionResult(BaseModel):

@@ -302,6 +302,10 @@ class RunTrace:
                 "codeact.run.termination": result.termination, "codeact.run.ok": result.ok,
                 "codeact.run.duration_ms": result.duration_ms, "codeact.run.calls": len(result.calls),
                 "codeact.run.restored": result.restored}
+            egress = getattr(result, "egress", None)
+            if egress:  # requests through the egress broker, and how many it refused
+                attrs["codeact.run.egress"] = len(egress)
+                attrs["codeact.run.egress_refused"] = sum(not r.allowed for r in egress)
             if diagnostics is not None:
                 attrs["codeact.run.diagnostics"] = len(diagnostics)
             if result.error is not None:

@@ -278,7 +278,7 @@ def replay(session: Session, cells: list[CellRecord], budget_s: float) -> None:
             if left <= 0:
                 raise _over_budget(cell, done, cells, budget_s)
             responder.begin(cell)
-            session._egress_replay = cell.egress  # plain-HTTP requests answered from the record
+            session._egress_replay = list(cell.egress)  # plain-HTTP requests answered from the record
             result = session._run_cell(cell.code, min(own, left), log=False)
             if result.termination == "timeout" and left < own:
                 raise _over_budget(cell, done, cells, budget_s)

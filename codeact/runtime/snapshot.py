@@ -47,6 +47,12 @@ MAX_FILE_BYTES = 1 << 30
 _KEY_BYTES = 32
 
 
+class KeptEgress(EgressRecord):
+    """An egress record as a cell keeps it: with its response, serialized (replay answers from it)."""
+
+    response: str | None = Field(None, repr=False)
+
+
 class CellRecord(BaseModel):
     """One code action a session ran, as replay needs it."""
 
@@ -74,7 +80,7 @@ class CellRecord(BaseModel):
     threads: int | None = None
     children: int | None = None
     #: The cell's requests through the egress broker, plain-HTTP responses kept: replay answers from them.
-    egress: list[EgressRecord] = Field(default_factory=list)
+    egress: list[KeptEgress] = Field(default_factory=list)
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
@@ -98,7 +104,8 @@ class CellRecord(BaseModel):
                    error_type=result.error.type if result.error else None,
                    error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
                    timeout_s=timeout_s, output_digest=output_digest(result), lanes=facts.get("lanes"),
-                   threads=facts.get("threads"), children=facts.get("children"), egress=list(result.egress))
+                   threads=facts.get("threads"), children=facts.get("children"),
+                   egress=[KeptEgress(**r.model_dump(), response=r.response) for r in result.egress])
 
 
 #: A default repr's address (``<Box object at 0x7f…>``): another one in every process, not behaviour.

@@ -28,6 +28,7 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -99,7 +100,7 @@ class EgressBroker:
         threading.Thread(target=self._accept, name="codeact-egress", daemon=True).start()
 
     # -- the session's side ---------------------------------------------------------------------
-    def begin_run(self, replay: list[EgressRecord] | None = None) -> None:
+    def begin_run(self, replay: Sequence[EgressRecord] | None = None) -> None:
         """A new run: its caps start again; ``replay``: answer plain HTTP from these records."""
         with self._lock:
             self._run_requests = self._run_bytes = 0

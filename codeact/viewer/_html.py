@@ -145,6 +145,20 @@ def _call_details(call: CallSpan, element_id: str, limit: int) -> str:
     return f'<details class="{cls}" id="{element_id}"><summary>{summary}</summary>{body}</details>'
 
 
+def _egress(records: list[dict[str, Any]]) -> str:
+    """The run's requests through the egress broker, one line each: allowed or refused, and why."""
+    lines = []
+    for r in records:
+        verdict = "ok" if r.get("allowed") else "refused"
+        what = f"{r.get('method')} {r.get('host')}:{r.get('port')}{r.get('path') or ''}"
+        size = f"{r.get('bytes_out', 0)}→{r.get('bytes_in', 0)} B"
+        why = f" · {r['reason']}" if r.get("reason") else ""
+        cls = "egress" if r.get("allowed") else "egress error"
+        lines.append(f'<li class="{cls}">{_e(verdict)} · {_e(what)} · {_e(str(r.get("status")))} · {size} · '
+                     f'{float(r.get("duration_ms") or 0):.0f} ms{_e(why)}</li>')
+    return f'<ul class="egress">{"".join(lines)}</ul>'
+
+
 def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
     info = span.info
     if span.kind == "model":
@@ -170,6 +184,8 @@ def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
         if span.calls:
             body += '<div class="label">tool calls</div>'
             body += "".join(_call_details(c, i, limit) for c, i in zip(span.calls, call_ids, strict=True))
+        if info.get("egress"):
+            body += '<div class="label">egress</div>' + _egress(info["egress"])
     cls = f"step {span.kind}" + ("" if span.ok else " error")
     return f'<li class="{cls}" id="{element_id}"><div class="step-head">{head}</div>{body}</li>'
 

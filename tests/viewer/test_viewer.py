@@ -231,3 +231,20 @@ def test_numbers_past_float_range_render_and_unparsable_nesting_is_one_line(tmp_
     result = runner.invoke(app, ["view", str(deep)])
     assert result.exit_code == 2, result.output
     assert "deep.jsonl:2: not a trace line" in result.output and "Traceback" not in result.output
+
+
+def test_a_runs_egress_is_shown_escaped(tmp_path: Path) -> None:
+    """Each request through the egress broker is a line of its step: allowed or refused, and why."""
+    records = [{"method": "GET", "host": "127.0.0.1", "port": 8080, "path": "/data.csv", "status": 200,
+                "bytes_out": 90, "bytes_in": 1234, "duration_ms": 5, "allowed": True},
+               {"method": "CONNECT", "host": HOSTILE, "port": 443, "status": 403, "allowed": False,
+                "reason": f"{HOSTILE}:443 is not in the egress allowlist"}]
+    trace = tmp_path / "egress.jsonl"
+    trace.write_text("\n".join(json.dumps(e) for e in [
+        {"event": "episode_start", "t": 0, "task": "t", "mode": "code"},
+        {"event": "execution", "t": 1, "turn": 1, "code": "fetch()", "result": {"ok": True, "egress": records}},
+        {"event": "episode_end", "t": 2, "episode": {"status": "answered"}},
+    ]) + "\n")
+    page = render_trace(trace)
+    assert "ok · GET 127.0.0.1:8080/data.csv · 200 · 90→1234 B · 5 ms" in page
+    assert "refused · CONNECT" in page and "is not in the egress allowlist" in page and HOSTILE not in page
