@@ -124,4 +124,4 @@ class RecordBudget:
 def unkept(cell: CellRecord, reason: str, skipped: list[SkippedCell]) -> CellRecord:
     """``cell`` made inexact for ``reason``, without its records, and listed in ``skipped``."""
     skipped.append(SkippedCell(index=cell.index, reason=reason, code=cell.code))
-    return cell.model_copy(update={"status": "inexact", "reason": reason, "calls": []})
+    return cell.model_copy(update={"status": "inexact", "reason": reason, "calls": [], "egress": []})

@@ -175,6 +175,24 @@ def test_restore_answers_plain_http_from_the_record(rt: Runtime, plain: Upstream
     assert plain.hits["/replay"] == 1  # the replay never reached the upstream
 
 
+def test_a_response_over_max_kept_bytes_makes_the_cell_inexact(plain: Upstream, tls: Upstream) -> None:
+    config = SandboxConfig(backend="local", policy="none", timeout_s=20, egress=_egress(plain, tls, max_kept_bytes=2000))
+    with Runtime([], config) as rt, rt.session() as session:
+        result = session.run(f"import urllib.request\nurllib.request.urlopen('{plain.url}/big?n=5000').read()")
+        assert result.ok and result.egress[0].response is None
+        with pytest.raises(SnapshotError, match="was not kept"):
+            session.snapshot()
+
+
+def test_kept_responses_count_against_the_record_budget(plain: Upstream, tls: Upstream) -> None:
+    config = SandboxConfig(backend="local", policy="none", timeout_s=20, egress=_egress(plain, tls))
+    with Runtime([], config, max_run_record_bytes=20_000) as rt, rt.session() as session:
+        result = session.run(f"import urllib.request\nurllib.request.urlopen('{plain.url}/big?n=30000').read()")
+        assert result.ok and result.egress[0].response is not None
+        assert session.cells[-1].status == "inexact" and session.cells[-1].egress == []
+        assert [c.index for c in session.skipped] == [1]
+
+
 def test_a_cell_with_a_tunnel_is_inexact(rt: Runtime, tls: Upstream) -> None:
     with rt.session() as session:
         result = session.run(f"""
