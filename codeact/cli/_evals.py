@@ -39,8 +39,8 @@ RayAddress = Annotated[str | None, typer.Option(help="join this Ray cluster; def
 
 
 def eval_command(
-    suite: Annotated[str, typer.Argument(help="built-in suite (weather, data, multitool), a .py file, a directory "
-                                              "or a module")],
+    suite: Annotated[str, typer.Argument(help="built-in suite (weather, data, multitool, "
+                                              "bfcl-multi-turn[:CATEGORY]), a .py file, a directory or a module")],
     out: Annotated[Path, typer.Option("--out", help="run directory (resumed when it exists)")],
     model: Annotated[str, typer.Option(help="scripted, openai:MODEL or anthropic:MODEL")] = "scripted",
     wire: Annotated[str, typer.Option(help="scripted: the client/wire format, openai or anthropic")] = "openai",

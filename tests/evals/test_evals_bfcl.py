@@ -161,3 +161,45 @@ def test_cli_runs_a_sample_and_its_report(tmp_path: Path, docker_image: str) -> 
     report = (out / "report.md").read_text()
     assert "| code | 3 | 100.0% (3/3) |" in report and "| json | 3 | 100.0% (3/3) |" in report
     assert (out / "report.html").is_file()
+
+
+def test_state_kept_by_the_classes_and_mpmath_results(tmp_path: Path, docker_image: str) -> None:
+    # 90, 147: TwitterAPI keeps the mentions list it is given and a later call extends it (the record's
+    # arguments must not change with it); 32: MathAPI.logarithm answers an mpmath number (not JSON).
+    ids = ["multi_turn_base_90", "multi_turn_base_147", "multi_turn_base_32"]
+    run_suite("bfcl-multi-turn:base", "scripted", out=tmp_path, tasks=ids, progress=False,
+              sandbox=SandboxConfig(backend="docker", timeout_s=30))
+    results = _results(tmp_path)
+    assert len(results) == 6 and all(r.correct for r in results.values()), [
+        (k, r.stop_reason, r.detail) for k, r in results.items() if not r.correct]
+
+
+def test_grading_leaves_no_instances_behind() -> None:
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    entry, truth = bfcl.load_entries("base")[0]
+    before = set(vars(multi_turn_utils))
+    assert bfcl.grade(entry, truth, {"turns": truth})["valid"]
+    assert bfcl.grade(entry, truth, {"turns": truth})["valid"]  # a second grading starts from the initial state
+    assert set(vars(multi_turn_utils)) == before
+
+
+def test_miss_func_definitions_grow_at_the_held_out_turn(tmp_path: Path, docker_image: str) -> None:
+    entry, _ = next((e, t) for e, t in bfcl.load_entries("miss_func") if e["id"] == "multi_turn_miss_func_0")
+    (name,) = entry["missed_function"]["3"]
+    run_suite("bfcl-multi-turn:miss_func", "scripted", out=tmp_path, tasks=[entry["id"]], progress=False,
+              sandbox=SandboxConfig(backend="docker", timeout_s=30))
+    assert all(r.correct for r in _results(tmp_path).values())
+    code = [json.loads(line) for line in (tmp_path / "traces" / f"{entry['id']}__code__0.jsonl").open()]
+    system = next(e["system"] for e in code if e.get("event") == "episode_start")
+    assert "def cd(" in system and "def mv(" in system and f"def {name}(" not in system  # all stubs, not an index
+    notes = [e["text"] for e in code if e.get("event") == "note"]
+    assert any(f"def {name}(" in n or "updated some more functions" in n for n in notes)
+    events = [json.loads(line) for line in (tmp_path / "traces" / f"{entry['id']}__json__0.jsonl").open()]
+    offered, turn = [], 0
+    for event in events:
+        if event.get("event") == "note" and event.get("reason") == "user_turn":
+            turn += 1
+        if event.get("event") == "model_request":
+            offered.append((turn, name in event["tools"]))
+    assert offered and all(shown == (turn >= 3) for turn, shown in offered), offered

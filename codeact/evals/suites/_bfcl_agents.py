@@ -29,6 +29,7 @@ __all__ = ["BfclCodeAgent", "BfclJsonAgent", "TurnPlan", "call_string"]
 
 #: Errors raised before the tool ran: such a call changed no state, so it is not BFCL's to replay.
 _BEFORE_TOOL = frozenset({"unknown_tool", "invalid_arguments"})
+_ALL_STUBS = 10**7
 
 
 def call_string(name: str, arguments: Any) -> str:
@@ -51,8 +52,8 @@ class TurnPlan:
     hidden: frozenset[str] = frozenset()
 
     def visible(self, turn: int) -> set[str]:
-        shown = {n for i, names in self.added.items() if i <= turn for n in names}
-        return shown
+        """The held-out functions shown by ``turn``."""
+        return {n for i, names in self.added.items() if i <= turn for n in names}
 
 
 class _Turns:
@@ -74,6 +75,9 @@ class _Turns:
         if turn > 0:
             state.outcome, state.cuts = None, 0
             state.messages.append(Message.user(self.plan.texts[turn] + extra))
+            # the viewer lists notes: each user turn shows where it began
+            state.trace.emit("note", turn=state.turns, reason="user_turn",
+                             text=f"user turn {turn + 1}: {self.plan.texts[turn]}")
 
     def end(self, state: EpisodeState) -> bool:
         """Close the turn; False when the episode ended without the turn's answer."""
@@ -96,7 +100,8 @@ class BfclCodeAgent(CodeActAgent):
         self.plan = plan
 
     def _view(self, runtime: Runtime, names: Sequence[str]) -> str:
-        return Toolset([runtime.toolset[n] for n in names]).prompt_view()
+        # every stub, as BFCL shows every function doc (not an index to search)
+        return Toolset([runtime.toolset[n] for n in names]).prompt_view(budget=_ALL_STUBS)
 
     def _system(self, runtime: Runtime) -> str:
         shown = [n for n in runtime.toolset.names if n not in self.plan.hidden or n in self.plan.visible(0)]
@@ -126,7 +131,8 @@ class BfclJsonAgent(FunctionCallingAgent):
     """JSON mode over BFCL's turns; the definitions grow as BFCL adds functions."""
 
     def __init__(self, plan: TurnPlan, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # every definition in every request, as BFCL sends them (not search_tools first)
+        super().__init__(*args, **{**kwargs, "deferred": False})
         self.plan = plan
         self._turns: _Turns | None = None
 
