@@ -492,10 +492,12 @@ class Kernel:
                     pass
 
     def _drain_now(self) -> None:
-        if not self.pending_output.poll(0):  # nothing unread (the usual case): one syscall, not one per fd
-            return
-        for name, fd in self.read_fds.items():
-            with self.fd_lock:
+        # Under fd_lock even when nothing is unread: the drainer may hold bytes it has read but not
+        # yet added, and the cell's report must wait for them (they went missing under load).
+        with self.fd_lock:
+            if not self.pending_output.poll(0):  # nothing unread (the usual case): one syscall, not one per fd
+                return
+            for name, fd in self.read_fds.items():
                 while _pending_bytes(fd) > 0:
                     self.output.pump(name, fd)
 
