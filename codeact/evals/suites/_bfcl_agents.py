@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...agent import CodeActAgent, FunctionCallingAgent
-from ...agent._loop_common import EpisodeState
 from ...agent.messages import Message
 from ...agent.prompts import code_system_prompt
 from ...results import ToolCallRecord
@@ -26,6 +25,9 @@ from ...runtime.toolhost import READ_RESULT
 from ...runtime.toolset import Toolset
 
 __all__ = ["BfclCodeAgent", "BfclJsonAgent", "TurnPlan", "call_string"]
+
+#: The agents' episode account (``agent._loop_common.EpisodeState``, private to the agent package).
+EpisodeState = Any
 
 #: Errors raised before the tool ran: such a call changed no state, so it is not BFCL's to replay.
 _BEFORE_TOOL = frozenset({"unknown_tool", "invalid_arguments"})
