@@ -92,7 +92,7 @@ class CellRecord(BaseModel):
             status, reason = "inexact", result.reason or f"the run ended with {result.termination}"
         elif result.error is not None:
             status = "raised"
-        unkept = next((r for r in result.egress if r.tunnel or (r.allowed and r.response is None)), None)
+        unkept = next((r for r in result.egress if r.allowed and (r.tunnel or r.response is None)), None)
         if status != "inexact" and unkept is not None:
             status = "inexact"
             reason = (f"its request to {unkept.host}:{unkept.port} went through a TLS tunnel, which cannot be "

@@ -109,6 +109,7 @@ print(json.dumps({{
     "redirect": get("{plain.url}/redirect?to=http://localhost:{plain.port}/named"),
     "oversized": get("{plain.url}/big?n=200000"),
     "slow": get("{plain.url}/slow"),
+    "tunnel_off_list": get("https://127.0.0.1:{plain.port + 1}/"),
 }}))
 """)
     assert out["off_list"] == [403, f"codeact egress: 127.0.0.1:{plain.port + 1} is not in the egress allowlist"]
@@ -119,6 +120,9 @@ print(json.dumps({{
     assert plain.hits["/named"] == 0 and plain.hits["/redirect"] == 1
     assert out["oversized"][0] == 502 and "over the cap of 65536 bytes" in out["oversized"][1]  # type: ignore[index]
     assert out["slow"][0] == 504 and "time limit of 3 s" in out["slow"][1]  # type: ignore[index]
+    assert out["tunnel_off_list"][0] == "oserror"  # type: ignore[index]
+    assert (f"Tunnel connection failed: 403 codeact egress: 127.0.0.1:{plain.port + 1} is not in the egress "
+            "allowlist") in out["tunnel_off_list"][1]  # type: ignore[index]
 
 
 def test_a_secret_is_put_in_on_the_host_and_never_seen_inside(rt: Runtime, plain: Upstream) -> None:
@@ -203,6 +207,16 @@ urllib.request.urlopen("{tls.url}/t", context=ssl.create_default_context(cafile=
         assert result.ok, result.stderr
         with pytest.raises(SnapshotError, match="TLS tunnel"):
             session.snapshot()
+    with rt.session() as session:  # a refused tunnel is refused again on replay: the cell stays exact
+        result = session.run(f"""
+import urllib.request
+try:
+    urllib.request.urlopen("https://127.0.0.1:{tls.port + 1}/")
+except OSError as e:
+    print(type(e).__name__)
+""")
+        assert result.ok and result.egress[0].tunnel and not result.egress[0].allowed
+        assert session.snapshot().cells[0].status == "completed"
 
 
 def test_pip_installs_from_an_allowlisted_index_into_the_workspace(tmp_path: Path, tls: Upstream) -> None:
