@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # user's live sessions (containers of codeact processes still running).
 CLEANUP_ARGS ?=
 
-.PHONY: install engine image run test lint bench clean
+.PHONY: install engine image run test test-bfcl lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,6 +36,12 @@ test: image
 	./scripts/ensure-bfcl.sh
 	./scripts/fetch-github-openapi.sh || echo 'make test: no GitHub OpenAPI description (npm unreachable?): its search-quality test skips'
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# Every task of BFCL v4's four multi-turn categories scored against BFCL's checker (make test scores
+# every 10th).
+test-bfcl: image
+	./scripts/ensure-bfcl.sh
+	CODEACT_BFCL_FULL=1 $(BIN)/pytest -q tests/evals/test_evals_bfcl.py -k ground_truth
 
 lint: install
 	$(BIN)/ruff check codeact tests benchmarks examples
