@@ -7,6 +7,7 @@ import asyncio
 import collections
 import functools
 import json
+import math
 import threading
 import time
 import weakref
@@ -334,6 +335,7 @@ class Session:
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        _check_timeout(timeout_s)
         if on_event is not None:
             return _events.run_with_events(self, code, timeout_s, on_event)
         return self._run(code, timeout_s, None)
@@ -342,6 +344,7 @@ class Session:
         """``async for event in session.stream(code)``: the run's live events, ``done`` last."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        _check_timeout(timeout_s)
         return _events.stream(self, code, timeout_s)
 
     def check(self, code: str) -> list[Diagnostic]:
@@ -402,7 +405,7 @@ class Session:
         if broker is not None:
             broker.begin_run(self._egress_replay if self._host is not None else None)
 
-        timeout = timeout_s or self.config.timeout_s
+        timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         if sink is not None:
             sink.attach(driver)  # a listener may interrupt the run from here ...
         outcome = driver.run(code, on_call, timeout,
@@ -441,6 +444,7 @@ class Session:
         kept) rather than running on to its end."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        _check_timeout(timeout_s)
         guard = _events._Guard(self.config.output_cap)
         began, ended = threading.Event(), threading.Event()  # the worker's, not the loop's, word
 
@@ -609,6 +613,18 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
+
+
+def _check_timeout(timeout_s: float | None) -> None:
+    """A run's ``timeout_s``: None (the config's) or a positive finite number of seconds; 0 is
+    refused rather than read as "the default"."""
+    if timeout_s is None:
+        return
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number of seconds or None, not {type(timeout_s).__name__}")
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds (or None for the config's), "
+                         f"not {timeout_s!r}")
 
 
 def _note_workspace(driver: KernelDriver) -> None:
