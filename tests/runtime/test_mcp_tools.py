@@ -44,7 +44,7 @@ def test_listed_tools_become_specs_and_stubs(mcp_tools: Toolset) -> None:
     assert mcp_tools.names == ["add", "get_weather", "echo_text", "nap", "whoami"]
     stubs = render_stubs(mcp_tools.specs)
     compile(stubs, "<stubs>", "exec")
-    assert "def add(a: int, b: int) -> AddResult:" in stubs and '"""Add two integers.' in stubs
+    assert "def add(a: int, b: int) -> AddOutput:" in stubs  # named as its output schema is and '"""Add two integers.' in stubs
     assert "def get_weather(city: str) -> dict[str, Any]:" in stubs
     assert "Current weather for a city.\n\n    Args:\n        city: City name." in stubs  # the docstring, dedented
     assert mcp_tools["add"].policy.cacheable and mcp_tools["add"].is_async

@@ -47,7 +47,9 @@ def _sandbox_checker(tools: Toolset) -> Checker:
 def _suite_cells() -> list[tuple[str, Toolset, list[str]]]:
     out = []
     for name, module_name in BUILTIN.items():
-        suite = importlib.import_module(module_name).SUITE
+        suite = getattr(importlib.import_module(module_name), "SUITE", None)
+        if suite is None:  # a suite built from an installed package (bfcl-multi-turn): no code of ours
+            continue
         for task in suite:
             cells = [extract_code(r["text"] if isinstance(r, dict) else r) for r in task.scripts.get("code", [])]
             out.append((f"{name}/{task.id}", task.make_tools(), [c for c in cells if c]))
