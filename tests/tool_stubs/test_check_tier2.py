@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,13 @@ def test_a_message_over_the_cap_drops_the_server(monkeypatch: pytest.MonkeyPatch
     with Runtime([ISSUES], check="off", check_types=True) as runtime:
         assert runtime.check("page = list_issues('a/b')\npage['itemz']") == []
         assert runtime.type_check is not None and runtime.type_check._client is None
+
+
+def test_closing_a_client_whose_server_is_gone_with_bytes_unsent_does_not_raise(tmp_path: Path) -> None:
+    from codeact.tool_stubs.check._lsp import LspClient
+
+    client = LspClient([sys.executable, "-c", "import sys; sys.stdin.close()"], tmp_path)
+    client._proc.wait()
+    client._stdin.write(b"x" * 10)  # buffered, never flushed: close() flushes into a closed pipe
+    client.close()
+    assert client._proc.returncode is not None and client._stdin.closed

@@ -56,7 +56,10 @@ class LspClient:
         self._proc.wait()
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # bytes still buffered for a server that is gone: nobody reads them
+                    pass
 
     def _send(self, message: dict[str, Any]) -> None:
         body = json.dumps(message).encode()
