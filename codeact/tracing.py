@@ -202,8 +202,14 @@ def run_trace(*, own_span: bool = True, replayed: bool = False) -> RunTrace | No
 
 class RunTrace:
     """One run's spans. The ledger calls :meth:`opened` and :meth:`finished` for each record (from
-    any thread); the tool host runs each tool through :meth:`wrap`, which makes its call span the
-    current context while it runs."""
+    any thread); the tool host runs each tool through :meth:`wrap`, which makes its call's span the
+    current context while it runs. The SDK's spans and metric points are made by :meth:`flush`
+    (at the run's end, or once many calls wait), from each record's own times: a tool call's
+    round trip then carries no SDK work, and a span exists early only if a tool's own tracing asks
+    for its parent (see :class:`_CallSpan`)."""
+
+    #: Finished calls waiting for :meth:`flush`; past this many, the call that ends next flushes.
+    FLUSH_AT = 1024
 
     def __init__(self, state: _Otel, own_span: bool, replayed: bool) -> None:
         self._state = state
@@ -222,6 +228,7 @@ class RunTrace:
         self._lock = threading.Lock()
         self._opened: dict[str, int] = {}
         self._calls: dict[str, Span] = {}
+        self._done: list[tuple[ToolCallRecord, int]] = []
 
     # -- the calls -----------------------------------------------------------------------------
     def opened(self, record: ToolCallRecord) -> None:
@@ -251,10 +258,11 @@ class RunTrace:
         if not self.recording:
             return fn
         context, trace = self._state.context, self._state.trace
+        lazy = _call_span_type()
 
         if is_async:
             async def traced_async(*args: Any, **kwargs: Any) -> Any:
-                token = context.attach(trace.set_span_in_context(self._call_span(record)))
+                token = context.attach(trace.set_span_in_context(lazy(self, record)))
                 try:
                     return await fn(*args, **kwargs)
                 finally:
@@ -262,7 +270,7 @@ class RunTrace:
             return traced_async
 
         def traced(*args: Any, **kwargs: Any) -> Any:
-            token = context.attach(trace.set_span_in_context(self._call_span(record)))
+            token = context.attach(trace.set_span_in_context(lazy(self, record)))
             try:
                 return fn(*args, **kwargs)
             finally:
@@ -270,31 +278,40 @@ class RunTrace:
         return traced
 
     def finished(self, record: ToolCallRecord) -> None:
-        """End the call's span (made now, with the record's start, if the tool never ran)."""
-        ended = time.time_ns()
-        state = self._state
-        error = record.error
-        outcome = "cached" if record.cached else "ok" if error is None else error.code
-        state.tool_duration.record(record.duration_ms / 1000, {"gen_ai.tool.name": record.name,
-                                                               "codeact.tool.outcome": outcome})
-        if not self.recording:
-            return
-        call = self._call_span(record)
+        """Note the call's end; its span and metric point are made by :meth:`flush`."""
+        self._done.append((record, time.time_ns()))  # list.append is atomic: no lock on the call's path
+        if len(self._done) >= self.FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Make the spans (ended at their own times) and metric points of the calls ended so far."""
         with self._lock:
-            self._calls.pop(record.id, None)
-            self._opened.pop(record.id, None)
-        if record.cached:
-            call.set_attribute("codeact.tool.cached", True)
-        if error is not None:
-            call.set_attribute("error.type", error.code)
-            call.set_status(state.trace.Status(state.trace.StatusCode.ERROR, error.message[:state.cap]))
-        elif state.capture:
-            call.set_attribute("gen_ai.tool.call.result", state.clip(record.result))
-        call.end(end_time=ended)
+            done, self._done = self._done, []
+        state = self._state
+        for record, ended in done:
+            error = record.error
+            outcome = "cached" if record.cached else "ok" if error is None else error.code
+            state.tool_duration.record(record.duration_ms / 1000, {"gen_ai.tool.name": record.name,
+                                                                   "codeact.tool.outcome": outcome})
+            if not self.recording:
+                continue
+            call = self._call_span(record)
+            with self._lock:
+                self._calls.pop(record.id, None)
+                self._opened.pop(record.id, None)
+            if record.cached:
+                call.set_attribute("codeact.tool.cached", True)
+            if error is not None:
+                call.set_attribute("error.type", error.code)
+                call.set_status(state.trace.Status(state.trace.StatusCode.ERROR, error.message[:state.cap]))
+            elif state.capture:
+                call.set_attribute("gen_ai.tool.call.result", state.clip(record.result))
+            call.end(end_time=ended)
 
     # -- the run -------------------------------------------------------------------------------
     def ended(self, result: ExecutionResult) -> ExecutionResult:
         """Close the run's span with what the result says; returns the result."""
+        self.flush()
         run = self.span
         if run is not None:
             diagnostics = getattr(result, "diagnostics", None)
@@ -325,6 +342,7 @@ class RunTrace:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: Any) -> None:
+        self.flush()
         run, self.span = self.span, None
         if run is not None:  # the run raised before its result was assembled
             if ev is not None:
@@ -332,3 +350,52 @@ class RunTrace:
                 run.set_attribute("error.type", type(ev).__name__)
                 run.set_status(self._state.error_status)
             run.end()
+
+
+@functools.cache
+def _call_span_type() -> Callable[[RunTrace, ToolCallRecord], Span]:
+    """:class:`_CallSpan`'s class, made once (it subclasses the API's ``NonRecordingSpan``, which
+    is not imported before :func:`enable`)."""
+    from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan
+
+    class _CallSpan(NonRecordingSpan):
+        """What a running tool sees as its current span: the SDK's span is made only when
+        something asks for it (a child span reads its parent's context, a tool sets an attribute),
+        with the call's own start time; else :meth:`RunTrace.flush` makes it after the fact."""
+
+        def __init__(self, run: RunTrace, record: ToolCallRecord) -> None:
+            super().__init__(INVALID_SPAN_CONTEXT)
+            self._run, self._record = run, record
+
+        def _real(self) -> Span:
+            return self._run._call_span(self._record)
+
+        def get_span_context(self) -> Any:
+            return self._real().get_span_context()
+
+        def is_recording(self) -> bool:
+            return True
+
+        def set_attributes(self, attributes: Any) -> None:
+            self._real().set_attributes(attributes)
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self._real().set_attribute(key, value)
+
+        def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+            self._real().add_event(name, attributes, timestamp)
+
+        def set_status(self, status: Any, description: str | None = None) -> None:
+            self._real().set_status(status, description)
+
+        def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
+                             escaped: bool = False) -> None:
+            self._real().record_exception(exception, attributes, timestamp, escaped)
+
+        def update_name(self, name: str) -> None:
+            self._real().update_name(name)
+
+        def end(self, end_time: int | None = None) -> None:
+            pass  # the call's span ends with its record
+
+    return _CallSpan

@@ -4,6 +4,7 @@ exporter to a collector on 127.0.0.1; off, nothing is recorded and ``opentelemet
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
@@ -356,3 +357,23 @@ def test_a_sampled_out_run_makes_no_call_spans_but_counts_its_calls() -> None:
         tracing.disable()
     assert state.spans() == []
     assert sum(p.count for p in state.points("codeact.tool.duration")) == 3
+
+
+def test_call_spans_are_made_after_the_fact_at_the_runs_end(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's round trip does no SDK work: its span is made from its record's times when the run
+    ends (or once ``FLUSH_AT`` calls wait), not while the code runs."""
+    @tool
+    def peek() -> int:
+        """How many call spans were exported so far."""
+        return len(otel.named("execute_tool"))
+
+    with Runtime([peek], LOCAL) as rt, rt.session() as s:
+        result = s.run("[peek() for _ in range(4)]")
+        assert result.ok and result.value == [0, 0, 0, 0]  # none yet, not even the earlier calls'
+        calls = sorted(otel.named("execute_tool peek"), key=lambda span: span.start_time or 0)
+        assert len(calls) == 4
+        for span, nxt in itertools.pairwise(calls):  # each its own interval, in order, not the flush's
+            assert (span.start_time or 0) < (span.end_time or 0) <= (nxt.start_time or 0)
+        monkeypatch.setattr(tracing.RunTrace, "FLUSH_AT", 2)
+        seen = s.run("[peek() for _ in range(5)]").value
+        assert seen == [4, 4, 6, 6, 8], seen  # flushed each time two had ended

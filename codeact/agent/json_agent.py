@@ -234,6 +234,8 @@ class FunctionCallingAgent(AgentBase):
             return
         finally:
             self._calls_task = None
+            if ledger.trace is not None:  # this turn's call spans
+                ledger.trace.flush()
         state.add_records(records)
         done = iter(records)
         results: list[ToolResult] = []
