@@ -1,7 +1,9 @@
-"""The trace viewer: an episode trace (JSONL) or an eval run directory → one self-contained HTML page.
+"""The trace viewer: an episode trace (JSONL), an OTLP JSON export of codeact's spans, or an eval
+run directory → one self-contained HTML page.
 
     from codeact.viewer import write_view
     write_view("trace.jsonl", "trace.html")      # each episode as a timeline
+    write_view("spans.otlp.json")                # each trace of an OTLP export as a timeline
     write_view("runs/weather")                   # an eval: code vs JSON per task, every episode
 
 The page fetches nothing (inline style and script, a Content-Security-Policy that forbids loads)
@@ -18,6 +20,7 @@ from typing import Any
 from ..agent.trace import load_trace
 from ._html import _e as _esc
 from ._html import _Ids, page, render_episode, table
+from ._otlp import is_otlp, load_otlp
 from ._timeline import CallSpan, EpisodeTimeline, Span, _num, build_timeline
 
 __all__ = ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace", "write_view"]
@@ -34,9 +37,12 @@ def _split_episodes(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def render_trace(path: str | Path, *, limit: int = 20_000) -> str:
-    """The page for one trace file. Raises ``ValueError`` if it is not a trace."""
+    """The page for one trace file (or OTLP JSON export). Raises ``ValueError`` if it is neither."""
     path = Path(path)
-    timelines = [build_timeline(evs, path.name) for evs in _split_episodes(load_trace(path))]
+    if is_otlp(path):
+        timelines = load_otlp(path)
+    else:
+        timelines = [build_timeline(evs, path.name) for evs in _split_episodes(load_trace(path))]
     if not timelines:
         raise ValueError(f"{path}: the trace holds no events")
     ids = _Ids()
