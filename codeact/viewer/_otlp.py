@@ -89,7 +89,8 @@ def _span(raw: Any) -> _Otel | None:
         return None
     attrs = {a["key"]: _value(a.get("value")) for a in raw.get("attributes") or []
              if isinstance(a, dict) and isinstance(a.get("key"), str)}
-    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    found = raw.get("status")
+    status: dict[str, Any] = found if isinstance(found, dict) else {}
     failed = status.get("code") in (2, "STATUS_CODE_ERROR") or "error.type" in attrs
     return _Otel(trace=str(raw.get("traceId") or ""), id=str(raw.get("spanId") or ""),
                  parent=str(raw.get("parentSpanId") or ""), name=raw["name"], start=start, end=max(end, start),
@@ -190,6 +191,6 @@ def _tool_turns(tl: EpisodeTimeline, loose: list[_Otel], origin: int) -> None:
     for turn, calls in groups.items():
         start = min(c.start for c in calls)
         end = max(c.start + c.duration for c in calls)
-        span = Span("exec", turn, start, end - start, ok=all(c.ok for c in calls), label=f"tool calls (turn {turn})")
-        span.calls = calls
-        tl.spans.append(span)
+        group = Span("exec", turn, start, end - start, ok=all(c.ok for c in calls), label=f"tool calls (turn {turn})")
+        group.calls = calls
+        tl.spans.append(group)
