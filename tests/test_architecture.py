@@ -26,7 +26,7 @@ FLOORS: dict[str, int] = {
     "tool_stubs": 1,
     "sandbox": 2, "image": 2,
     "runtime": 3,
-    "agent": 4, "testing": 4,
+    "agent": 4, "testing": 4, "cluster": 4,
     "evals": 5,
     "viewer": 6,
     "cli": 7,

@@ -37,6 +37,7 @@ PINNED = {
     "codeact.progress": ["Bar", "ModeRates"],
     "codeact.tracing": ["RunTrace", "disable", "enable", "enabled", "failed", "model_call", "pool_acquired",
                         "run_trace", "span", "watch"],
+    "codeact.cluster": ["SLOTS_RESOURCE", "ClusterFull", "ClusterSession", "RayCluster", "init_ray", "ray_module"],
     "codeact.viewer": ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace",
                        "write_view"],
     "codeact.testing": ["FakeModelServer"],

@@ -5,17 +5,16 @@ builds its own model provider and its own runtimes, so its sandboxes run on its 
 engine. Results stream back to the driver, which writes them to the same resumable file as the
 local engine. ``address`` joins an existing cluster (``ray.init(address=...)``); without it a
 local cluster is started on 127.0.0.1 only: no dashboard, no usage stats, every listener on
-loopback (Ray rewrites a loopback node address to the host's reachable IP; we keep 127.0.0.1).
+loopback (``codeact.cluster._ray``, the one place codeact calls ``ray.init``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from ..cluster import init_ray, ray_module
 from ..results import ExecutionResult
 from ..runtime.toolset import Toolset
 from ..sandbox.base import SandboxConfig
@@ -27,39 +26,7 @@ __all__ = ["init_ray", "map_code_ray", "run_episodes"]
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise RuntimeError("--engine ray needs Ray: pip install 'codeact[ray]'") from None
-    return ray
-
-
-@contextlib.contextmanager
-def _loopback_node() -> Iterator[None]:
-    """Keep ``_node_ip_address="127.0.0.1"`` as given (Ray would resolve it to a public address)."""
-    from ray._private import services
-
-    original = services.resolve_ip_for_localhost
-    services.resolve_ip_for_localhost = lambda host: host
-    try:
-        yield
-    finally:
-        services.resolve_ip_for_localhost = original
-
-
-def init_ray(address: str | None = None, num_cpus: int = 2) -> bool:
-    """Connect to ``address`` or start a loopback-only local cluster; True if this call did it."""
-    ray = _ray()
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    quiet = {"log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **quiet)
-        return True
-    with _loopback_node():
-        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
-    return True
+    return ray_module()
 
 
 class _EpisodeWorker:

@@ -36,6 +36,9 @@ class ToolPolicy:
     idempotent: bool = False  # only then are failures retried automatically
     max_retries: int = 2
     cacheable: bool = False  # read-only: a repeated call with equal arguments may be answered from the ledger
+    #: On a cluster (``codeact.cluster``): ``"node"`` runs the tool on the node that runs the code,
+    #: ``"caller"`` forwards its calls to the process that made the Runtime (same outside a cluster).
+    where: Literal["node", "caller"] = "node"
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:
@@ -50,6 +53,8 @@ class ToolPolicy:
             raise ToolDefinitionError(f"rate_limit_per_s must be positive or None, got {self.rate_limit_per_s!r}")
         if self.max_retries < 0:
             raise ToolDefinitionError(f"max_retries must be >= 0, got {self.max_retries!r}")
+        if self.where not in ("node", "caller"):
+            raise ToolDefinitionError(f"where must be 'node' or 'caller', got {self.where!r}")
 
 
 @dataclass(eq=False)
@@ -145,6 +150,7 @@ def tool(
     idempotent: bool | _Unset = _UNSET,
     max_retries: int | _Unset = _UNSET,
     cacheable: bool | _Unset = _UNSET,
+    where: Literal["node", "caller"] | _Unset = _UNSET,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

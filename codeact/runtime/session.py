@@ -14,7 +14,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
@@ -59,7 +59,9 @@ class Runtime:
                  max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None,
                  check: CheckMode = "warn", check_types: bool = False,
-                 max_file_bytes: int = 64 * 1024 * 1024) -> None:
+                 max_file_bytes: int = 64 * 1024 * 1024, cluster: Any = None) -> None:
+        #: What a node agent of ``cluster`` builds its own Runtime with (``codeact.cluster``).
+        options = {k: v for k, v in locals().items() if k not in ("self", "tools", "sandbox", "cluster")}
         #: Check each code action before it runs (``tool_stubs.check``): ``warn`` runs it and puts
         #: what was found in ``diagnostics``; ``block`` does not run a cell with an error (it ends
         #: ``rejected``, nothing happened); ``off`` does not check. ``check_types`` adds tier 2, a
@@ -93,10 +95,15 @@ class Runtime:
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._pool: SandboxPool | None = None
         self.closed = False
-        if self.config.pool_size:
+        #: ``cluster=RayCluster(...)``: sessions live on the cluster's nodes, each node's agent
+        #: holding its own pool and suspender (``codeact.cluster``); None: here.
+        self.cluster = cluster
+        self._deployment = cluster.deploy(self, options) if cluster is not None else None
+        if self.config.pool_size and cluster is None:
             self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs, prepare=_note_workspace)
         #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
-        self.suspender = _lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s else None
+        self.suspender = (_lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s and cluster is None
+                          else None)
         tracing.watch(self)
 
     @property
@@ -112,6 +119,8 @@ class Runtime:
         ``inputs`` maps names to host files made visible read-only under ``/inputs``."""
         if self.closed:
             raise RuntimeClosed("the runtime is closed")
+        if self._deployment is not None:
+            return self._on_cluster(None, workspace, inputs, config)
         session = Session(self, workspace=workspace, inputs=inputs, config=config)
         self._sessions.add(session)
         return session
@@ -147,6 +156,8 @@ class Runtime:
         if snapshot.toolset_fingerprint != toolset_fingerprint(self.host.specs):
             raise SnapshotError("the snapshot was taken with other tools (names or input schemas differ); "
                                 "restore it in a runtime with the same tools")
+        if self._deployment is not None:
+            return self._on_cluster(snapshot, workspace, inputs, config, lazy=lazy)
         session = self.session(workspace=workspace, inputs=inputs, config=config or snapshot.config)
         session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
         session.skipped = list(snapshot.skipped)
@@ -161,6 +172,15 @@ class Runtime:
         session.last_used = time.monotonic()
         return session
 
+    def _on_cluster(self, snapshot: Snapshot | None, workspace: Any, inputs: Any, config: Any,
+                    lazy: bool = True) -> Session:
+        """A session on a node of ``cluster`` (a ``ClusterSession``: the same public methods)."""
+        if workspace is not None or inputs is not None or config is not None:
+            raise ValueError("workspace=, inputs= and config= name this machine's paths and settings; on a "
+                             "cluster put files in with session.files and set the config on the Runtime")
+        assert self._deployment is not None
+        return cast(Session, self._deployment.session(snapshot, lazy=lazy))
+
     def interrupt(self) -> None:
         """Interrupt the running code of every session (from any thread); see ``Session.interrupt``."""
         for session in list(self._sessions):
@@ -174,6 +194,8 @@ class Runtime:
             self.suspender.close()
         for session in list(self._sessions):
             session.close()
+        if self._deployment is not None:
+            self._deployment.close()  # its sessions, agents and relay
         if self._pool is not None:
             self._pool.close()
         if self.type_check is not None:

@@ -1,0 +1,134 @@
+"""The node agent: one Ray actor per node and runtime, owning that node's sandboxes, tool host and
+ledgers, so a code action's tool calls are answered on the node that runs it.
+
+It is a plain class here; :class:`~codeact.cluster.RayCluster` makes it an actor pinned to a node.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..results import ExecutionResult
+from ..runtime.events import RunEvent
+from ..runtime.session import Runtime, Session
+from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot
+from ..runtime.toolset import Toolset
+from ..sandbox.base import SandboxConfig
+from ._relay import forwarded
+
+__all__ = ["STARTED", "Done", "NodeAgent"]
+
+#: The first item of a run's stream.
+STARTED = "started"
+
+#: What the last item of a run's stream holds: the result, the cells the run added, the skipped list.
+Done = tuple[ExecutionResult, list[CellRecord], list[SkippedCell]]
+
+
+def _sweep() -> list[str]:
+    """Remove this machine's containers of dead owners (an earlier agent killed with its node)."""
+    from ..image.engine import docker_client
+    from ..sandbox.cleanup import cleanup_stale
+
+    try:
+        client = docker_client()
+    except Exception:  # no engine on this node: nothing of ours can be left there
+        return []
+    return cleanup_stale(client).containers
+
+
+class NodeAgent:
+    """One node's sessions of one runtime (an actor: its methods run on the node)."""
+
+    def __init__(self, tools: list[Any] | Callable[[], Toolset], sandbox: SandboxConfig,
+                 options: dict[str, Any], relay: Any | None) -> None:
+        self.swept = _sweep() if sandbox.backend == "docker" else []
+        built = tools() if callable(tools) else Toolset(tools)
+        if relay is not None:
+            built = Toolset([forwarded(t, relay) if t.policy.where == "caller" else t for t in built])
+        self.runtime = Runtime(built, sandbox, **options)
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def node_id(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def sweep(self) -> list[str]:
+        return _sweep()
+
+    def open(self, sid: str, snapshot: Snapshot | None = None, lazy: bool = True) -> str:
+        """Start session ``sid`` (fresh, or ``snapshot``'s state rebuilt by replay, at its first run
+        when ``lazy``); returns this node's id."""
+        session = self.runtime.session() if snapshot is None else self.runtime.restore(snapshot, lazy=lazy)
+        with self._lock:
+            self.sessions[sid] = session
+        return self.node_id()
+
+    def _session(self, sid: str) -> Session:
+        with self._lock:
+            found = self.sessions.get(sid)
+        if found is None:
+            raise KeyError(f"no session {sid!r} on this node")
+        return found
+
+    def run(self, sid: str, code: str, timeout_s: float | None) -> Iterator[str | RunEvent | Done]:
+        """:data:`STARTED`, the run's live events, then its :data:`Done` (a Ray streaming generator)."""
+        session = self._session(sid)
+        yield STARTED  # the caller knows the run began here: a node lost before this ran nothing
+        before = len(session.cells)
+        events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        finished = object()
+
+        def work() -> None:
+            try:
+                events.put(session.run(code, timeout_s=timeout_s, on_event=events.put))
+            except BaseException as exc:  # handed to the caller as it is
+                events.put(exc)
+            finally:
+                events.put(finished)
+
+        threading.Thread(target=work, daemon=True, name="codeact-node-run").start()
+        result: ExecutionResult | None = None
+        while (item := events.get()) is not finished:
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, ExecutionResult):
+                result = item
+            elif getattr(item, "type", None) != "done":  # the result comes once, in Done
+                yield item
+        assert result is not None
+        yield (result, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
+
+    def snapshot(self, sid: str, allow_inexact: bool = False) -> Snapshot:
+        return self._session(sid).snapshot(allow_inexact=allow_inexact)
+
+    def interrupt(self, sid: str) -> None:
+        self._session(sid).interrupt()
+
+    def files(self, sid: str, op: str, *args: Any) -> Any:
+        """``Session.files.<op>(*args)`` of ``sid`` (write, read, list, remove)."""
+        if op not in ("write", "read", "list", "remove"):
+            raise ValueError(f"no files operation {op!r}")
+        return getattr(self._session(sid).files, op)(*args)
+
+    def close(self, sid: str) -> None:
+        with self._lock:
+            session = self.sessions.pop(sid, None)
+        if session is not None:
+            session.close()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.sessions)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            sessions, self.sessions = list(self.sessions.values()), {}
+        for session in sessions:
+            session.close()
+        self.runtime.close()

@@ -1,0 +1,229 @@
+"""A session that lives on a node of the cluster, seen from the caller.
+
+After every run the caller keeps the session's replay log (its cells with their call records, as
+``Session.cells``); when the node (or its agent) dies, the session is placed on another node and
+rebuilt there from that log by replay before its next run: every recorded call is answered from the
+log, so **no tool runs twice**, and that run's result says ``restored``. A run in flight when the
+node died ends ``killed`` with the calls it had made so far (streamed to the caller as they ended).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RuntimeClosed
+from ..results import ExecutionResult, ToolCallRecord
+from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
+from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
+from ._agent import STARTED
+
+if TYPE_CHECKING:
+    from ._cluster import Deployment
+
+__all__ = ["ClusterSession"]
+
+_MAX_HISTORY = 32
+
+
+class ClusterSession:
+    """``Runtime.session()`` on a cluster: the same methods as a local :class:`~codeact.Session`
+    (``run``, ``arun``, ``stream``, ``snapshot``, ``fork``, ``interrupt``, ``files``, ``close``),
+    with :attr:`node_id` saying where it lives now."""
+
+    def __init__(self, deployment: Deployment, snapshot: Snapshot | None = None, *, lazy: bool = True) -> None:
+        self.id = uuid.uuid4().hex
+        self._deployment = deployment
+        self.cells: list[CellRecord] = [c.model_copy(deep=True) for c in snapshot.cells] if snapshot else []
+        self.skipped: list[SkippedCell] = list(snapshot.skipped) if snapshot else []
+        self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
+        self.closed = False
+        #: Set when the node died: the next run rebuilds the session elsewhere first.
+        self.lost: str | None = None
+        self.last_used = time.monotonic()
+        self.node_id: str = ""
+        self._agent: Any = None
+        self._place(snapshot, lazy=lazy)
+
+    # -- placement -------------------------------------------------------------------------------
+    def _place(self, snapshot: Snapshot | None, *, lazy: bool, exclude: frozenset[str] = frozenset()) -> None:
+        deployment = self._deployment
+        while True:
+            node = deployment.pick(exclude)
+            agent = deployment.agent(node)
+            try:
+                self.node_id = deployment.get(agent.open.remote(self.id, snapshot, lazy))
+            except deployment.lost_errors:
+                deployment.node_died(node)
+                continue
+            self._agent = agent
+            deployment.placed(self, node)
+            return
+
+    def _replay_log(self) -> Snapshot:
+        runtime = self._deployment.runtime
+        return Snapshot(cells=[c.model_copy(deep=True) for c in self.cells], skipped=list(self.skipped),
+                        config=runtime.config, toolset_fingerprint=toolset_fingerprint(runtime.host.specs))
+
+    def _recover(self) -> None:
+        dead, self.lost = self.lost, None
+        self._deployment.unplaced(self)
+        self._place(self._replay_log(), lazy=True, exclude=frozenset({dead}) if dead else frozenset())
+        self._deployment.sweep(self._agent)  # the dead agent's containers, where they share an engine
+
+    # -- runs ------------------------------------------------------------------------------------
+    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None) -> ExecutionResult:
+        """Run one code action on the session's node; never raises for anything the code does."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        if self.closed:
+            raise RuntimeClosed("the session is closed")
+        deployment = self._deployment
+        started = time.perf_counter()
+        calls: dict[str, ToolCallRecord] = {}
+        began = False
+        while not began:  # a node found dead before the run began there: rebuild elsewhere, run there
+            if self.lost is not None:
+                self._recover()
+            stream = self._agent.run.options(num_returns="streaming").remote(self.id, code, timeout_s)
+            try:
+                for ref in stream:
+                    item = deployment.get(ref)
+                    if item == STARTED:
+                        began = True
+                    elif isinstance(item, tuple):
+                        return self._done(item, on_event)
+                    else:
+                        _note(calls, item)
+                        if on_event is not None:
+                            on_event(item)
+            except deployment.lost_errors:
+                self.lost = self.node_id
+                deployment.node_died(self.node_id)
+        result = ExecutionResult(
+            ok=False, termination="killed", calls=list(calls.values()), state_lost=True,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            reason=f"the node running this session ({self.node_id[:12]}) died during the run; the next run "
+                   "rebuilds the session elsewhere from its earlier cells (this run's effects on the "
+                   "namespace are lost, its calls are listed here)")
+        self.history.append(result)
+        if on_event is not None:
+            on_event(RunDone(result=result))
+        return result
+
+    def _done(self, done: tuple[ExecutionResult, list[CellRecord], list[SkippedCell]],
+              on_event: EventHook | None) -> ExecutionResult:
+        result, cells, skipped = done
+        self.cells += cells
+        self.skipped = skipped
+        self.history.append(result)
+        self.last_used = time.monotonic()
+        if on_event is not None:
+            on_event(RunDone(result=result))
+        return result
+
+    async def arun(self, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+        return await asyncio.to_thread(self.run, code, timeout_s=timeout_s)
+
+    async def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
+        """The run's events as they happen, ending with ``done`` (see ``Session.stream``)."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[RunEvent] = asyncio.Queue()
+        def deliver(event: RunEvent) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        task = loop.run_in_executor(None, lambda: self.run(code, timeout_s=timeout_s, on_event=deliver))
+        while True:
+            event = await events.get()
+            yield event
+            if isinstance(event, RunDone):
+                break
+        await task
+
+    def interrupt(self) -> None:
+        if self._agent is not None and self.lost is None:
+            self._agent.interrupt.remote(self.id)
+
+    # -- state -----------------------------------------------------------------------------------
+    def snapshot(self, *, allow_inexact: bool = False) -> Snapshot:
+        """The session's state (see ``Session.snapshot``); after a node's death, its replay log."""
+        if self.lost is not None:
+            return self._replay_log()
+        try:
+            state: Snapshot = self._deployment.get(self._agent.snapshot.remote(self.id, allow_inexact))
+            return state
+        except self._deployment.lost_errors:
+            self.lost = self.node_id
+            self._deployment.node_died(self.node_id)
+            return self._replay_log()
+
+    def fork(self, n: int = 1, *, allow_inexact: bool = False) -> list[ClusterSession]:
+        """``n`` independent copies, placed like new sessions (so spread over the nodes)."""
+        if n < 1:
+            raise ValueError(f"fork needs n >= 1, got {n}")
+        state = self.snapshot(allow_inexact=allow_inexact)
+        return [ClusterSession(self._deployment, state, lazy=False) for _ in range(n)]
+
+    @property
+    def files(self) -> _RemoteFiles:
+        return _RemoteFiles(self)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._deployment.unplaced(self)
+        if self._agent is not None and self.lost is None:
+            try:
+                self._deployment.get(self._agent.close.remote(self.id))
+            except self._deployment.lost_errors:
+                pass
+
+    def __enter__(self) -> ClusterSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _note(calls: dict[str, ToolCallRecord], event: Any) -> None:
+    """Keep what the run's call events say, so a run cut by a node's death still lists them."""
+    if isinstance(event, CallStarted):
+        calls[event.id] = ToolCallRecord(id=event.id, name=event.name, arguments=event.arguments)
+    elif isinstance(event, CallFinished):
+        calls[event.id] = ToolCallRecord(id=event.id, name=event.name, arguments=getattr(
+            calls.get(event.id), "arguments", None), ok=event.ok, result=event.result, error=event.error,
+            duration_ms=event.duration_ms, cached=event.cached, finished=True)
+
+
+class _RemoteFiles:
+    """``Session.files`` of a cluster session: each call runs on its node (through hostfs there).
+    Files written this way are not in the replay log: after a node's death they are gone."""
+
+    def __init__(self, session: ClusterSession) -> None:
+        self._session = session
+
+    def _call(self, op: str, *args: Any) -> Any:
+        session = self._session
+        if session.lost is not None:
+            session._recover()
+        return session._deployment.get(session._agent.files.remote(session.id, op, *args))
+
+    def write(self, path: str, data: bytes | str) -> Any:
+        return self._call("write", path, data)
+
+    def read(self, path: str) -> bytes:
+        return bytes(self._call("read", path))
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return self.read(path).decode(encoding)
+
+    def list(self, dir: str = "") -> Any:  # the name Session.files uses
+        return self._call("list", dir)
+
+    def remove(self, path: str) -> Any:
+        return self._call("remove", path)

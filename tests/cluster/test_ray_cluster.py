@@ -1,0 +1,257 @@
+"""Sessions on a 3-node Ray cluster (``ray.cluster_utils.Cluster`` on loopback) driving real Docker
+sandboxes: spread placement, state and records as on a local runtime, a node's death between and
+during runs (nothing lost, no tool run twice), fork across nodes, a tool pinned to the caller,
+100 concurrent sessions, and a close that leaves no container and no actor."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codeact import Runtime, SandboxConfig, tool
+from codeact.cluster import RayCluster
+from codeact.cluster._ray import loopback_node
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+CONFIG = SandboxConfig(timeout_s=60)
+WORKERS = 3
+
+
+class Nodes:
+    """The test's cluster: a head that takes no sessions and three workers (``sandboxes`` resource)."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        with loopback_node():
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"})
+            self.workers = [self.add() for _ in range(WORKERS)]
+            ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
+
+    def add(self) -> Any:
+        with loopback_node():
+            return self.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", resources={"sandboxes": 1})
+
+    def ray_cluster(self, **options: Any) -> RayCluster:
+        return RayCluster(self.cluster.address, node_resource="sandboxes", **options)
+
+    def kill(self, node_id: str) -> None:
+        """Remove the worker node ``node_id`` (its raylet and workers die) and add a fresh one."""
+        found = [n for n in self.workers if n.node_id == node_id]
+        assert len(found) == 1, (node_id, [n.node_id for n in self.workers])
+        (node,) = found
+        self.cluster.remove_node(node, allow_graceful=False)
+        self.workers.remove(node)
+        self.workers.append(self.add())
+
+    def close(self) -> None:
+        ray.shutdown()
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def nodes(docker_image: str) -> Iterator[Nodes]:
+    made = Nodes()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    """Where the tools note each time they really run (a host file: every node is on this machine)."""
+    path = tmp_path / "ran.log"
+    path.touch()
+    return path
+
+
+def tools(ledger: Path) -> list[Any]:
+    @tool
+    def bump(key: str) -> int:
+        """Note a run of this tool and say how many so far.
+
+        Args:
+            key: what to count.
+        """
+        with ledger.open("a") as f:
+            f.write(key + "\n")
+        return ledger.read_text().splitlines().count(key)
+
+    @tool(where="caller")
+    def caller_pid() -> int:
+        """The pid of the process that answers (pinned to the caller)."""
+        return os.getpid()
+
+    return [bump, caller_pid]
+
+
+def runs(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines()
+
+
+def test_sessions_spread_over_the_nodes_and_keep_their_state(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
+        sessions = [rt.session() for _ in range(WORKERS)]
+        head = ray.get_runtime_context().get_node_id()
+        assert len({s.node_id for s in sessions}) == WORKERS and head not in {s.node_id for s in sessions}
+        first = sessions[0].run("x = bump('a')\nopen('out.txt', 'w').write('hi')\nx")
+        assert first.ok and first.value == 1 and [c.name for c in first.calls] == ["bump"]
+        assert first.calls[0].ok and first.calls[0].result == 1 and not first.restored
+        assert sessions[0].run("x + 1").value == 2  # the namespace stays on its node
+        assert sessions[0].files.read("out.txt") == b"hi"
+        sessions[1].files.write("in.txt", "from the caller")
+        assert sessions[1].run("open('in.txt').read()").value == "from the caller"
+        assert sessions[2].run("x").error.type == "NameError"  # sessions are isolated
+        assert [c.index for c in sessions[0].cells] == [1, 2]
+
+
+def test_a_tool_pinned_to_the_caller_runs_in_the_callers_process(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        result = s.run("caller_pid()")
+        assert result.ok and result.value == os.getpid(), result
+
+
+def test_a_node_lost_between_runs_rebuilds_the_session_elsewhere_running_no_tool_twice(
+        nodes: Nodes, ledger: Path) -> None:
+    from codeact.image.engine import docker_client
+    from codeact.sandbox._owner import LABEL, owner_alive
+
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        assert s.run("n = bump('k')").ok and s.run("m = bump('k') + n").ok
+        assert runs(ledger) == ["k", "k"]
+        lost = s.node_id
+        nodes.kill(lost)
+        after = s.run("n, m")
+        assert after.ok and after.value == [1, 3] and after.restored, after
+        assert s.node_id != lost
+        assert runs(ledger) == ["k", "k"]  # the rebuild answered both calls from the log
+        assert s.run("bump('k')").value == 3 and runs(ledger) == ["k", "k", "k"]
+        client = docker_client()
+        try:
+            owners = [(c.get("Labels") or {}).get(LABEL, "") for c in client.api.containers(
+                all=True, filters={"label": LABEL})]
+        finally:
+            client.close()
+        assert owners and all(owner_alive(o) for o in owners), owners  # the dead agent's were removed
+
+
+def test_a_node_lost_during_a_run_ends_it_killed_with_its_calls(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        assert s.run("before = bump('b')").ok
+        out: list[Any] = []
+        worker = threading.Thread(target=lambda: out.append(s.run("got = bump('d')\nimport time\ntime.sleep(50)")))
+        worker.start()
+        deadline = time.monotonic() + 30
+        while "d" not in runs(ledger) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the call's finished event is on its way to the caller
+        nodes.kill(s.node_id)
+        worker.join(60)
+        (killed,) = out
+        assert not killed.ok and killed.termination == "killed" and "died" in (killed.reason or "")
+        assert [(c.name, c.ok, c.result) for c in killed.calls] == [("bump", True, 1)]
+        nxt = s.run("before")
+        assert nxt.ok and nxt.value == 1 and nxt.restored
+        assert s.run("got").error.type == "NameError"  # the killed run's effects are gone
+        assert runs(ledger) == ["b", "d"]
+
+
+def test_fork_places_independent_branches_across_nodes(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        assert s.run("items = [bump('f')]").ok
+        branches = s.fork(3)
+        try:
+            assert len({b.node_id for b in branches}) >= 2
+            for i, branch in enumerate(branches):
+                assert branch.run(f"items.append({i})").ok
+            assert [b.run("items").value for b in branches] == [[1, 0], [1, 1], [1, 2]]
+            assert s.run("items").value == [1]
+            assert runs(ledger) == ["f"]  # the forks were rebuilt from the record
+        finally:
+            for branch in branches:
+                branch.close()
+
+
+def test_a_hundred_concurrent_sessions_over_three_nodes(nodes: Nodes, ledger: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
+        def one(i: int) -> tuple[str, Any]:
+            with rt.session() as s:
+                return s.node_id, s.run(f"bump('c{i}') + {i}").value
+
+        with ThreadPoolExecutor(16) as pool:
+            done = list(pool.map(one, range(100)))
+    assert [v for _, v in done] == [i + 1 for i in range(100)]
+    assert len({n for n, _ in done}) == WORKERS
+    assert sorted(runs(ledger)) == sorted(f"c{i}" for i in range(100))
+
+
+def test_close_leaves_no_container_and_no_actor(nodes: Nodes, ledger: Path) -> None:
+    from codeact.image.engine import docker_client
+    from codeact.sandbox._owner import LABEL
+
+    def containers() -> set[str]:
+        client = docker_client()
+        try:
+            return {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
+        finally:
+            client.close()
+
+    before = containers()
+    rt = Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster())
+    sessions = [rt.session() for _ in range(WORKERS)]
+    for s in sessions:
+        assert s.run("1").ok
+    assert len(containers() - before) >= WORKERS
+    deployment = rt._deployment
+    assert deployment is not None
+    agents, relay = list(deployment.agents.values()), deployment.relay
+    rt.close()
+    assert containers() - before == set()
+    for actor in [*agents, relay]:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.count.remote() if actor is not relay else actor.take.remote(0), timeout=30)
+
+
+def test_placement_packs_or_spreads_within_each_nodes_slots(nodes: Nodes, ledger: Path) -> None:
+    from codeact.cluster import ClusterFull
+
+    with loopback_node():
+        small = [nodes.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1",
+                                        resources={"small": 1, "codeact_slots": 2}) for _ in range(2)]
+    nodes.cluster.wait_for_nodes()
+    try:
+        for placement in ("pack", "spread"):
+            cluster = RayCluster(nodes.cluster.address, node_resource="small", placement=placement)
+            with Runtime(tools(ledger), CONFIG, cluster=cluster) as rt:
+                sessions = [rt.session() for _ in range(4)]
+                where = [s.node_id for s in sessions]
+                assert set(where) <= {n.node_id for n in small} and len(set(where)) == 2
+                if placement == "pack":
+                    assert where[0] == where[1] != where[2] == where[3], where
+                else:
+                    assert where[0] != where[1] and where[2] != where[3], where
+                with pytest.raises(ClusterFull):
+                    rt.session()  # two slots on each node, all taken
+                sessions[0].close()
+                again = rt.session()  # a slot given back is taken again
+                assert again.node_id == where[0] and again.run("1 + 1").value == 2
+    finally:
+        for node in small:
+            nodes.cluster.remove_node(node)
+
+
+def test_a_cluster_session_refuses_this_machines_paths(nodes: Nodes, ledger: Path, tmp_path: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
+        with pytest.raises(ValueError, match=r"session\.files"):
+            rt.session(workspace=tmp_path)
