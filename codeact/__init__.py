@@ -42,7 +42,7 @@ from .results import (
     ToolCallRecord,
     render_observation,
 )
-from .runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
+from .runtime.events import CallFinished, CallStarted, EgressFinished, OutputChunk, RunDone, RunEvent
 from .runtime.session import Runtime, Session
 from .runtime.snapshot import Snapshot
 from .runtime.sources.http import HttpAuth, HttpEndpoint, HttpParam, http_tool
@@ -85,6 +85,7 @@ __all__ = [
     "CodeError",
     "Diagnostic",
     "Egress",
+    "EgressFinished",
     "EgressRecord",
     "Episode",
     "ExecutionResult",

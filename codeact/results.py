@@ -108,6 +108,13 @@ class EgressRecord(BaseModel):
     request_digest: str = ""
     response: str | None = Field(None, repr=False, exclude=True)
 
+    def describe(self) -> str:
+        """One line: ``GET host:port/path 200 (120 B in)``, or ``refused: why``."""
+        what = f"{self.method} {self.host}:{self.port}{self.path}"
+        if not self.allowed:
+            return f"{what} refused: {self.reason or self.status}"
+        return f"{what} {self.status} ({self.bytes_in} B in)" + (f" · {self.reason}" if self.reason else "")
+
 
 class ExecutionResult(BaseModel):
     """The structured result of one code action (the contract in DESIGN.md)."""

@@ -320,9 +320,16 @@ class RunTrace:
                 "codeact.run.duration_ms": result.duration_ms, "codeact.run.calls": len(result.calls),
                 "codeact.run.restored": result.restored}
             egress = getattr(result, "egress", None)
-            if egress:  # requests through the egress broker, and how many it refused
+            if egress:  # requests through the egress broker, and how many it refused; an event each
                 attrs["codeact.run.egress"] = len(egress)
                 attrs["codeact.run.egress_refused"] = sum(not r.allowed for r in egress)
+                for r in egress:
+                    run.add_event("codeact.egress", {
+                        "http.request.method": r.method, "server.address": r.host, "server.port": r.port,
+                        "url.path": r.path, "http.response.status_code": r.status or 0,
+                        "codeact.egress.allowed": r.allowed, "codeact.egress.tunnel": r.tunnel,
+                        "codeact.egress.bytes_in": r.bytes_in, "codeact.egress.bytes_out": r.bytes_out,
+                        "codeact.egress.reason": r.reason or "", "codeact.egress.duration_ms": r.duration_ms})
             if diagnostics is not None:
                 attrs["codeact.run.diagnostics"] = len(diagnostics)
             if result.error is not None:

@@ -46,6 +46,19 @@ def docker_ready(docker_image: str) -> str:
     return docker_image
 
 
+#: What the egress tests' image bakes in: clients to drive through the broker, and pip itself.
+EGRESS_PIP = ("requests", "httpx", "pip")
+
+
+@pytest.fixture(scope="session")
+def egress_image(docker_image: str) -> str:
+    """An image with requests, httpx and pip (``codeact image build --pip ...``), built once per run."""
+    from codeact.sandbox.docker import sandbox_image
+
+    tag, _python = sandbox_image(SandboxConfig(pip=EGRESS_PIP))
+    return tag
+
+
 class Counter:
     """Counts executions of the test tools (the tool's own view, not the ledger's)."""
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..results import ExecutionResult
-from ..runtime.events import CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
+from ..runtime.events import CallFinished, CallStarted, EgressFinished, OutputChunk, RunDone, RunEvent
 from ..runtime.session import Session
 
 __all__ = ["describe_event", "run_with_progress"]
@@ -29,6 +29,8 @@ def describe_event(event: RunEvent) -> str:
     elif isinstance(event, CallFinished):
         how = ("ok (cached)" if event.cached else "ok") if event.ok else (event.error.code if event.error else "failed")
         text = f"call {event.id} {event.name} {how} in {event.duration_ms:.0f} ms"
+    elif isinstance(event, EgressFinished):
+        text = f"egress {event.record.describe()}"
     else:
         text = "done"
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..results import ExecutionResult
-from ..runtime.events import CallFinished, CallStarted, OutputChunk, RunEvent
+from ..runtime.events import CallFinished, CallStarted, EgressFinished, OutputChunk, RunEvent
 
 
 def event_json_printer(out: TextIO) -> Callable[[RunEvent], None]:
@@ -51,6 +51,9 @@ class LivePrinter:
                 what = f"[red]{escape(event.error.code) if event.error else 'error'}[/red]"
             c.print(f"[dim]← {escape(event.id)} {escape(event.name)}[/dim] {what} "
                     f"[dim]{event.duration_ms:.1f} ms[/dim]", markup=True, highlight=False)
+        elif isinstance(event, EgressFinished):
+            style = "dim" if event.record.allowed else "red"
+            c.print(f"[{style}]⇄ egress {escape(event.record.describe())}[/{style}]", markup=True, highlight=False)
 
 
 

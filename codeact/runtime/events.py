@@ -10,6 +10,8 @@ Events, in order (``t``: seconds since the run started)::
                                            what was dropped (see ``done``)
     call_started      id, name, arguments  when the host receives the call
     call_finished     id, name, ok, result | error, duration_ms, cached
+    egress            record               a request through the egress broker, allowed or
+                                           refused, as it completes (``SandboxConfig(egress=...)``)
     done              result, dropped,     the ExecutionResult, the same as without events; the
                       dropped_chars        output events (and their characters) left out
 
@@ -21,7 +23,8 @@ What a flood costs the host is bounded: output comes as at most one event per st
 the kernel sends (within one frame the order between stdout and stderr is not kept), and while
 :data:`MAX_QUEUED_EVENTS` events wait for the listener, further output events are dropped and
 counted in ``done`` (their text is still in ``done.result``): the run never waits for a listener.
-Call events are never dropped (a run has at most ``max_calls_per_run`` calls).
+Call events are never dropped (a run has at most ``max_calls_per_run`` calls), nor are egress events
+(a run has at most ``Egress.max_requests_per_run`` allowed requests, and refusals are rate-limited).
 """
 
 from __future__ import annotations
@@ -36,14 +39,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ..results import ExecutionResult, ToolCallError, ToolCallRecord
+from ..results import EgressRecord, ExecutionResult, ToolCallError, ToolCallRecord
 from .ledger import CallLedger, CallStore
 
 if TYPE_CHECKING:
     from ..sandbox.driver import KernelDriver
     from .session import Session
 
-__all__ = ["EVENT_ADAPTER", "MAX_QUEUED_EVENTS", "CallFinished", "CallStarted", "EventHook", "ObservedLedger",
+__all__ = ["EVENT_ADAPTER", "MAX_QUEUED_EVENTS", "CallFinished", "CallStarted", "EgressFinished", "EventHook",
+           "ObservedLedger",
            "OutputChunk", "RunDone", "RunEvent"]
 
 
@@ -89,6 +93,14 @@ class CallFinished(_Event):
                    duration_ms=record.duration_ms, cached=record.cached, t=t)
 
 
+class EgressFinished(_Event):
+    """A request through the egress broker ended (answered, refused, cut or answered from the record);
+    ``record`` is the entry the result's ``egress`` will hold (its kept response left out)."""
+
+    type: Literal["egress"] = "egress"
+    record: EgressRecord
+
+
 class RunDone(_Event):
     """The run ended; ``result`` is what ``run`` returns. ``dropped``: output events left out
     (and ``dropped_chars``, their characters) because the listener had fallen behind by
@@ -100,7 +112,7 @@ class RunDone(_Event):
     dropped_chars: int = 0
 
 
-RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | RunDone, Field(discriminator="type")]
+RunEvent = Annotated[OutputChunk | CallStarted | CallFinished | EgressFinished | RunDone, Field(discriminator="type")]
 #: Validates (or parses, with ``validate_json``) one event of any type.
 EVENT_ADAPTER: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
 EventHook = Callable[[RunEvent], None]
@@ -147,6 +159,10 @@ class _Sink:
 
     def finished_call(self, record: ToolCallRecord) -> None:
         self.queue.put(CallFinished.of(record, self.now()))
+
+    def egress(self, record: EgressRecord) -> None:
+        """From the egress broker's thread: one request, as it completes."""
+        self.queue.put(EgressFinished(record=record, t=self.now()))
 
     def ledger(self, store: CallStore) -> CallLedger:
         return ObservedLedger(store, self.started_call, self.finished_call)

@@ -425,7 +425,8 @@ class Session:
         on_call = self._call_handler(driver, ledger)
         broker = getattr(driver.sandbox, "egress", None)  # SandboxConfig(egress=...): the host's broker
         if broker is not None:
-            broker.begin_run(self._egress_replay if self._host is not None else None)
+            broker.begin_run(self._egress_replay if self._host is not None else None,
+                             on_record=sink.egress if sink is not None and sink.streams else None)
 
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         if sink is not None:

@@ -140,6 +140,9 @@ class Egress(BaseModel):
     request_timeout_s: float = Field(60.0, gt=0, description="one request (or tunnel), start to end")
     idle_timeout_s: float = Field(15.0, gt=0, description="the longest wait for the next byte (slow upstreams)")
     max_requests_per_run: int = Field(1000, ge=1)
+    max_run_s: float | None = Field(None, gt=0, description="one run's egress: no request starts, and none stays "
+                                    "open, later than this after the run began (None: the run's own time limit)")
+    max_connections: int = Field(64, ge=1, le=1024, description="egress connections open at once, per session")
     max_run_bytes: int = Field(256 * 1024 * 1024, ge=1024, description="all requests of one run, both ways")
     rate_per_s: float = Field(50.0, gt=0, description="requests a second, per session (a bucket of `burst`)")
     burst: int = Field(50, ge=1)

@@ -13,7 +13,9 @@ count, rate) and recorded as an :class:`~codeact.results.EgressRecord`. A refusa
 from the proxy (403, 429, 502, 504) whose reason phrase and body say why, so the code can print it.
 
 Secrets: ``{{secret:NAME}}`` in a plain-HTTP request header is replaced here by the host's value;
-the value never enters the sandbox, and any copy of it in the response is masked. Replay: given a
+the value never enters the sandbox, and any copy of it in the response is masked. The broker does
+not terminate TLS: inside a CONNECT tunnel it sees only ciphertext, so a placeholder there is sent
+as written (never substituted) and cannot be detected; a secret is for plain-HTTP hosts. Replay: given a
 cell's records (:meth:`EgressBroker.begin_run`), plain-HTTP requests are answered from the kept
 responses, never sent; a tunnel cannot be replayed (such a cell is inexact).
 """
@@ -21,6 +23,8 @@ responses, never sent; a tunnel cannot be replayed (such a cell is inexact).
 from __future__ import annotations
 
 import base64
+import collections
+import contextlib
 import hashlib
 import os
 import re
@@ -28,7 +32,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -40,8 +44,10 @@ __all__ = ["SOCKET_NAME", "Egress", "EgressBroker"]
 
 SOCKET_NAME = "egress.sock"
 _MAX_HEAD = 64 * 1024
-_MAX_CONNECTIONS = 64
 _CHUNK = 64 * 1024
+#: Refused requests recorded one by one in a take, at most; the rest are counted in one record.
+_MAX_REFUSED_RECORDS = 200
+_LINGERING = 16  # connections turned away (over the cap) and not closed yet, at most
 _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer",
                   "upgrade", "transfer-encoding"})
 _SECRET = re.compile(rb"\{\{secret:([A-Za-z0-9_]+)\}\}")
@@ -56,19 +62,16 @@ class _Stop(Exception):
 
 
 class _Exchange:
-    """One connection's request, as it will be recorded."""
+    """One connection's request, as it will be recorded; ``until``: when it is cut, and ``late`` why."""
 
-    def __init__(self, started: float) -> None:
-        self.started = started
+    def __init__(self, started: float, until: float, late: str) -> None:
+        self.started, self.until, self.late = started, until, late
         self.record = EgressRecord(method="?", host="", port=0)
         self.published = False
 
-    def deadline(self, timeout_s: float) -> float:
-        return self.started + timeout_s
-
 
 class EgressBroker:
-    """Listens on ``directory/egress.sock``; one thread a connection (at most ``_MAX_CONNECTIONS``)."""
+    """Listens on ``directory/egress.sock``; one thread a connection (at most ``Egress.max_connections``)."""
 
     def __init__(self, directory: Path, config: Egress, owner_uid: int | None = None,
                  resolve: Resolver | None = None) -> None:
@@ -81,30 +84,39 @@ class EgressBroker:
         self._secrets = {name.encode(): value.encode() for name, value in config.secrets.items()}
         self._lock = threading.Lock()
         self._records: list[EgressRecord] = []
+        self._refused = 0  # refused requests since the last take
         self._run_requests = 0
         self._run_bytes = 0
         self._tokens = float(config.burst)
         self._refilled = time.monotonic()
         self._replay: list[EgressRecord] | None = None
-        self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+        self._run_started = time.monotonic()
+        #: Told of each record as it is put in (the run's live events), on the exchange's thread.
+        self._on_record: Callable[[EgressRecord], None] | None = None
+        self._slots = threading.BoundedSemaphore(config.max_connections)
         self._settled = threading.Condition(self._lock)
         self._in_flight = 0
         self._open: set[socket.socket] = set()
+        self._lingering: collections.deque[socket.socket] = collections.deque()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(self.path))
         if owner_uid is not None and os.geteuid() == 0:
             os.chown(self.path, owner_uid, -1)
             os.chmod(self.path, 0o600)
-        self._sock.listen(_MAX_CONNECTIONS)
+        self._sock.listen(min(config.max_connections, 128))
         self._closed = False
         threading.Thread(target=self._accept, name="codeact-egress", daemon=True).start()
 
     # -- the session's side ---------------------------------------------------------------------
-    def begin_run(self, replay: Sequence[EgressRecord] | None = None) -> None:
-        """A new run: its caps start again; ``replay``: answer plain HTTP from these records."""
+    def begin_run(self, replay: Sequence[EgressRecord] | None = None,
+                  on_record: Callable[[EgressRecord], None] | None = None) -> None:
+        """A new run: its caps start again; ``replay``: answer plain HTTP from these records;
+        ``on_record``: told of each request as it completes (a copy of its record), until the next run."""
         with self._lock:
             self._run_requests = self._run_bytes = 0
+            self._run_started = time.monotonic()
             self._replay = None if replay is None else list(replay)
+            self._on_record = on_record
 
     def take(self, wait_s: float = 1.0) -> list[EgressRecord]:
         """The records of the requests answered since the last ``take``; waits up to ``wait_s`` for
@@ -112,6 +124,10 @@ class EgressBroker:
         with self._settled:
             self._settled.wait_for(lambda: self._in_flight == 0, timeout=wait_s)
             records, self._records = self._records, []
+            unrecorded, self._refused = self._refused - _MAX_REFUSED_RECORDS, 0
+        if unrecorded > 0:  # a flood of refusals costs the host one record, not one each
+            records.append(EgressRecord(method="*", host="", port=0, reason=f"{unrecorded} more refused requests, "
+                                        "not recorded one by one"))
         return records
 
     def _publish(self, ex: _Exchange) -> None:
@@ -122,14 +138,23 @@ class EgressBroker:
                 return
             ex.published = True
             ex.record.duration_ms = (time.monotonic() - ex.started) * 1000
+            if not ex.record.allowed:
+                self._refused += 1
+                if self._refused > _MAX_REFUSED_RECORDS:
+                    return
             self._records.append(ex.record)
+            tell = self._on_record
+        if tell is not None:
+            tell(ex.record.model_copy(update={"response": None}))  # the kept answer stays with the record
 
     def close(self) -> None:
         self._closed = True
         self._sock.close()
         with self._lock:
-            for conn in list(self._open):
-                _close(conn)
+            for conn in [*self._open, *self._lingering]:  # wakes the threads that wait on them
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
         self.path.unlink(missing_ok=True)
 
     # -- connections ----------------------------------------------------------------------------
@@ -140,13 +165,25 @@ class EgressBroker:
             except OSError:
                 return
             if not self._slots.acquire(blocking=False):
-                _answer(conn, 503, f"more than {_MAX_CONNECTIONS} egress connections at once")
-                _close(conn)
+                self._turn_away(conn)
                 continue
             threading.Thread(target=self._serve, args=(conn,), name="codeact-egress-conn", daemon=True).start()
 
+    def _turn_away(self, conn: socket.socket) -> None:
+        """Over the connection cap: the 503 now, the socket closed a few turn-aways later, so that the
+        client's request still has somewhere to go and the answer is read, not reset."""
+        try:
+            _answer(conn, 503, f"more than {self.config.max_connections} egress connections at once")
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        self._lingering.append(conn)
+        if len(self._lingering) > _LINGERING:
+            _close(self._lingering.popleft())
+
     def _serve(self, conn: socket.socket) -> None:
-        ex = _Exchange(time.monotonic())
+        now, limit = time.monotonic(), self.config.request_timeout_s
+        ex = _Exchange(now, now + limit, f"the request passed its time limit of {limit:g} s")
         upstream: socket.socket | None = None
         with self._lock:
             self._open.add(conn)
@@ -188,10 +225,18 @@ class EgressBroker:
             pass
 
     def _admit(self, ex: _Exchange) -> None:
-        """The session's rate and the run's count, before anything is resolved or sent."""
+        """The session's rate and the run's count and time, before anything is resolved or sent; from
+        here the exchange is cut at the request's time limit or the run's, whichever comes first."""
         cfg = self.config
         with self._lock:
             now = time.monotonic()
+            if cfg.max_run_s is not None:
+                run_until = self._run_started + cfg.max_run_s
+                late = f"the run passed its egress time limit of {cfg.max_run_s:g} s"
+                if now >= run_until:
+                    raise _Stop(403, late)
+                if run_until < ex.until:
+                    ex.until, ex.late = run_until, late
             self._tokens = min(float(cfg.burst), self._tokens + (now - self._refilled) * cfg.rate_per_s)
             self._refilled = now
             if self._tokens < 1:
@@ -210,9 +255,9 @@ class EgressBroker:
 
     def _wait(self, sock: socket.socket, ex: _Exchange, who: str) -> None:
         """Set ``sock``'s timeout for the next read: the idle limit or what is left of the request's."""
-        left = ex.deadline(self.config.request_timeout_s) - time.monotonic()
+        left = ex.until - time.monotonic()
         if left <= 0:
-            raise _Stop(504, f"the request passed its time limit of {self.config.request_timeout_s:g} s")
+            raise _Stop(504, ex.late)
         sock.settimeout(min(self.config.idle_timeout_s, left))
 
     def _recv(self, sock: socket.socket, ex: _Exchange, who: str) -> bytes:
@@ -220,8 +265,8 @@ class EgressBroker:
         try:
             return sock.recv(_CHUNK)
         except TimeoutError:
-            if time.monotonic() >= ex.deadline(self.config.request_timeout_s):
-                raise _Stop(504, f"the request passed its time limit of {self.config.request_timeout_s:g} s") from None
+            if time.monotonic() >= ex.until:
+                raise _Stop(504, ex.late) from None
             raise _Stop(504, f"the {who} sent nothing for {self.config.idle_timeout_s:g} s") from None
 
     def _read_head(self, sock: socket.socket, ex: _Exchange, who: str = "client") -> tuple[bytes, bytes]:
@@ -245,7 +290,7 @@ class EgressBroker:
         return check_address(entry, host, port, self._resolve)
 
     def _connect(self, ex: _Exchange, address: str, port: int) -> socket.socket:
-        left = ex.deadline(self.config.request_timeout_s) - time.monotonic()
+        left = ex.until - time.monotonic()
         try:
             return socket.create_connection((address, port), timeout=max(0.1, min(self.config.idle_timeout_s, left)))
         except OSError as exc:
@@ -402,12 +447,12 @@ class EgressBroker:
             sel.register(conn, selectors.EVENT_READ, upstream)
             sel.register(upstream, selectors.EVENT_READ, conn)
             while True:
-                left = ex.deadline(cfg.request_timeout_s) - time.monotonic()
+                left = ex.until - time.monotonic()
                 if left <= 0:
-                    raise _Stop(504, f"the tunnel passed its time limit of {cfg.request_timeout_s:g} s")
+                    raise _Stop(504, ex.late)
                 ready = sel.select(min(cfg.idle_timeout_s, left))
                 if not ready:
-                    if time.monotonic() < ex.deadline(cfg.request_timeout_s):
+                    if time.monotonic() < ex.until:
                         raise _Stop(504, f"the tunnel was idle for {cfg.idle_timeout_s:g} s")
                     continue
                 for key, _ in ready:
@@ -453,8 +498,14 @@ def _answer(conn: socket.socket, status: int, reason: str) -> None:
 
 
 def _close(sock: socket.socket) -> None:
+    """Close ``sock``, after reading what the peer sent and nobody read (a refused request's body):
+    closed with unread data, a Unix socket resets the peer, and the answer sent before is lost."""
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(socket.SHUT_WR)
+        sock.setblocking(False)
+        for _ in range(64):
+            if not sock.recv(_CHUNK):
+                break
     except OSError:
         pass
     sock.close()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from codeact import Runtime, SandboxConfig
+from codeact import EgressFinished, Runtime, SandboxConfig, tracing
 from codeact.errors import SnapshotError
 from codeact.sandbox import _bwrap
 from codeact.sandbox.egress import Egress
-from tests.servers.egress_upstream import Upstream, make_wheel
+from tests.servers.egress_upstream import Upstream, direct_connect_code, make_wheel
 
 SECRET = "s3cr3t-token-value"
 
@@ -241,16 +241,7 @@ print(egress_probe.VALUE, egress_probe.__file__)
 
 
 def _direct(plain: Upstream) -> str:
-    """Code that connects straight to the host's listener, past the broker: ``direct`` says how it went."""
-    return f"""
-import json, socket
-s = socket.socket()
-try:
-    s.connect(("127.0.0.1", {plain.port}))
-    direct = "connected"
-except OSError as e:
-    direct = type(e).__name__
-"""
+    return direct_connect_code(plain.port)
 
 
 def test_the_sandbox_still_has_no_network_of_its_own(rt: Runtime, plain: Upstream) -> None:
@@ -281,3 +272,43 @@ def test_the_cli_takes_allow_host(docker_ready: str, plain: Upstream) -> None:
     bad = subprocess.run([*cli, "exec", "--allow-host", "no such host", "-"], input="1",
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "--allow-host" in bad.stderr
+
+
+def test_each_request_is_a_live_event_as_it_completes(rt: Runtime, plain: Upstream) -> None:
+    events: list[object] = []
+    with rt.session() as session:
+        result = session.run(f"""
+import sys, urllib.request, urllib.error
+urllib.request.urlopen("{plain.url}/live", timeout=10).read()
+try:
+    urllib.request.urlopen("http://127.0.0.1:{plain.port + 1}/refused", timeout=10)
+except urllib.error.HTTPError:
+    pass
+print("after"); sys.stdout.flush()
+""", on_event=events.append)
+    assert result.ok, result.stderr
+    kinds = [(e.type, getattr(e, "text", "")) for e in events]  # type: ignore[attr-defined]
+    egress = [e.record for e in events if isinstance(e, EgressFinished)]
+    assert [(r.path, r.status, r.allowed) for r in egress] == [("/live", 200, True), ("/refused", 403, False)]
+    assert "not in the egress allowlist" in (egress[1].reason or "")
+    after = next(i for i, (kind, text) in enumerate(kinds) if kind == "stdout" and "after" in text)
+    assert max(i for i, (kind, _) in enumerate(kinds) if kind == "egress") < after  # before the code went on
+    assert [r.path for r in result.egress] == ["/live", "/refused"] and kinds[-1][0] == "done"
+    assert all(r.response is None for r in egress) and result.egress[0].response is not None  # kept once
+
+
+def test_each_request_is_an_event_on_the_run_span(rt: Runtime, plain: Upstream) -> None:
+    from tests.test_tracing import Otel
+
+    otel = Otel()
+    tracing.enable(otel.provider, otel.meters)
+    try:
+        result = rt.run(f"import urllib.request\nurllib.request.urlopen('{plain.url}/traced', timeout=10).read()")
+    finally:
+        tracing.disable()
+    assert result.ok, result.stderr
+    [run] = [s for s in otel.spans() if s.name.startswith("codeact.run")]
+    [event] = [e for e in run.events if e.name == "codeact.egress"]
+    attrs = dict(event.attributes or {})
+    assert (attrs["url.path"], attrs["http.response.status_code"], attrs["codeact.egress.allowed"]) == ("/traced", 200, True)
+    assert attrs["server.port"] == plain.port and int(attrs["codeact.egress.bytes_in"]) > 0  # type: ignore[call-overload]

@@ -146,3 +146,100 @@ def test_replay_answers_from_the_record(tmp_path: Path, plain: Upstream) -> None
         assert _get(broker, f"{plain.url}/replayed") == first
         assert plain.hits["/replayed"] == 1
         assert b"not recorded" in _get(broker, f"{plain.url}/other")
+
+
+def _open_tunnel(broker: EgressBroker, target: str) -> socket.socket:
+    """A CONNECT tunnel through the broker, its 200 read; the caller closes it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(20)
+    sock.connect(str(broker.path))
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock
+
+
+def _drain(sock: socket.socket) -> bytes:
+    data = b""
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+def test_concurrent_connection_cap(tmp_path: Path, plain: Upstream) -> None:
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",), max_connections=2) as broker:
+        held = [_open_tunnel(broker, f"127.0.0.1:{plain.port}") for _ in range(2)]
+        response = _get(broker, f"{plain.url}/third")
+        assert _status(response) == 503 and b"more than 2 egress connections at once" in response
+        assert plain.hits["/third"] == 0
+        for sock in held:
+            sock.close()
+        broker.take()  # the held tunnels have ended: their slots are free again
+        assert _status(_get(broker, f"{plain.url}/third")) == 200
+
+
+def test_run_time_cap_cuts_open_requests_and_refuses_new_ones(tmp_path: Path, plain: Upstream) -> None:
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",), max_run_s=1) as broker:
+        response = _get(broker, f"{plain.url}/slow")  # a byte every 0.25 s: only the run's limit stops it
+        assert _status(response) == 504 and b"the run passed its egress time limit of 1 s" in response
+        refused = _get(broker, f"{plain.url}/late")
+        assert _status(refused) == 403 and b"egress time limit of 1 s" in refused and plain.hits["/late"] == 0
+        broker.begin_run()
+        assert _status(_get(broker, f"{plain.url}/late")) == 200
+
+
+def test_tunnel_caps_cut_the_tunnel_both_ways(tmp_path: Path, plain: Upstream) -> None:
+    target = f"127.0.0.1:{plain.port}"
+    with _broker(tmp_path, allow=(target,), max_response_bytes=4096, max_request_bytes=4096) as broker:
+        inbound = _open_tunnel(broker, target)
+        inbound.sendall(f"GET /big?n=50000 HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        got = _drain(inbound)
+        inbound.close()
+        outbound = _open_tunnel(broker, target)
+        with contextlib.suppress(OSError):
+            outbound.sendall(f"POST /echo HTTP/1.1\r\nHost: {target}\r\nContent-Length: 50000\r\n\r\n".encode()
+                             + b"a" * 50000)
+        _drain(outbound)
+        outbound.close()
+        first, second = broker.take()
+    assert len(got) < 50000 and first.reason == "cut: the tunnel passed the cap of 4096 bytes inbound"
+    assert second.reason == "cut: the tunnel passed the cap of 4096 bytes outbound" and plain.hits["/echo"] == 0
+
+
+def test_idle_tunnel_is_cut(tmp_path: Path, plain: Upstream) -> None:
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",), idle_timeout_s=0.5) as broker:
+        sock = _open_tunnel(broker, f"127.0.0.1:{plain.port}")
+        assert _drain(sock) == b""  # nothing sent either way: the broker ends it
+        sock.close()
+        [record] = broker.take()
+        assert record.tunnel and record.reason == "cut: the tunnel was idle for 0.5 s"
+
+
+def test_oversized_request_head(tmp_path: Path, plain: Upstream) -> None:
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",)) as broker:
+        response = _get(broker, f"{plain.url}/head", headers=f"X-Big: {'a' * 70_000}\r\n")
+        assert _status(response) == 431 and plain.hits["/head"] == 0
+
+
+def test_a_flood_of_refusals_costs_one_record(tmp_path: Path) -> None:
+    with _broker(tmp_path, rate_per_s=10_000, burst=10_000) as broker:
+        for _ in range(210):
+            assert _status(_get(broker, "http://off.test/")) == 403
+        records = broker.take()
+    assert len(records) == 201 and records[-1].reason == "10 more refused requests, not recorded one by one"
+
+
+def test_each_record_is_told_as_it_completes(tmp_path: Path, plain: Upstream) -> None:
+    told: list[tuple[str, int | None]] = []
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",)) as broker:
+        broker.begin_run(on_record=lambda r: told.append((r.path, r.status)))
+        _get(broker, f"{plain.url}/told")
+        assert told == [("/told", 200)]  # before the answer reached the client
+        _get(broker, "http://off.test/x")
+        assert told[-1] == ("/x", 403)
+        broker.begin_run()
+        _get(broker, f"{plain.url}/told")
+        assert len(told) == 2

@@ -151,3 +151,17 @@ def make_wheel(directory: Path, name: str = "egress_probe", version: str = "1.0"
             zf.writestr(rel, data)
         zf.writestr(f"{dist}.dist-info/RECORD", "\n".join(record) + "\n")
     return path
+
+
+def direct_connect_code(port: int) -> str:
+    """Code that connects straight to the host's listener on ``port``, past the broker: ``direct``
+    says how it went (``json`` is imported)."""
+    return f"""
+import json, socket
+s = socket.socket()
+try:
+    s.connect(("127.0.0.1", {port}))
+    direct = "connected"
+except OSError as e:
+    direct = type(e).__name__
+"""
