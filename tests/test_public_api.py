@@ -11,7 +11,7 @@ import pytest
 import codeact
 
 PUBLIC = [
-    "Budget", "CodeActAgent", "CodeError", "CodeActError", "Diagnostic", "Egress", "EgressRecord", "Episode", "ExecutionResult", "FileInfo",
+    "Budget", "CodeActAgent", "CodeError", "CodeActError", "Diagnostic", "Egress", "EgressFinished", "EgressRecord", "Episode", "ExecutionResult", "FileInfo",
     "FunctionCallingAgent", "HttpAuth", "HttpEndpoint", "HttpParam", "ModelError", "ProtocolViolation",
     "ReplayInterrupted", "RestoreDiverged", "Runtime", "RuntimeClosed", "SandboxConfig", "SandboxError", "SandboxUnavailable", "Session",
     "SessionClosed", "Snapshot", "SnapshotError", "SnapshotInvalid", "Tool",
