@@ -105,3 +105,15 @@ print(json.dumps([direct, sorted(os.listdir("/sys/class/net"))]))
     assert result.ok, result.stderr
     assert _last_json(result.stdout) == ["ConnectionRefusedError", ["lo"]]
     assert plain.hits["/"] == 0 and result.egress == []
+
+
+def test_restore_answers_from_the_record_on_docker(rt: Runtime, ups: dict[str, Upstream]) -> None:
+    plain = ups["plain"]
+    with rt.session() as session:
+        first = session.run(f"import requests\nx = requests.get('{plain.url}/d-replay', timeout=10).text")
+        assert first.ok and [r.path for r in first.egress] == ["/d-replay"], first.stderr
+        snap = session.snapshot()
+    with rt.restore(type(snap).model_validate_json(snap.model_dump_json())) as restored:
+        again = restored.run("print(x)")
+    assert again.ok and again.stdout.strip() == "hello 1", again.stderr
+    assert plain.hits["/d-replay"] == 1  # the replay was answered by the broker from the record
