@@ -165,6 +165,31 @@ print(json.dumps(codes))
     assert plain.hits["/flood"] == 4
 
 
+def test_a_flood_of_connections_meets_the_connection_cap(plain: Upstream, tls: Upstream) -> None:
+    config = SandboxConfig(backend="local", policy="none", timeout_s=20,
+                           egress=_egress(plain, tls, max_connections=2))
+    with Runtime([], config) as rt:
+        out = _run(rt, f"""
+import json, threading, urllib.request, urllib.error
+answers = []
+def get():
+    try:
+        answers.append([urllib.request.urlopen("{plain.url}/delay?s=1.5", timeout=10).status, ""])
+    except urllib.error.HTTPError as e:
+        answers.append([e.code, e.read().decode().strip()])
+threads = [threading.Thread(target=get) for _ in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(sorted(answers)))
+""")
+    codes = [code for code, _ in out]  # type: ignore[attr-defined]
+    assert 1 <= codes.count(200) <= 2 and codes.count(503) == 6 - codes.count(200)
+    assert {text for code, text in out if code == 503} == {"codeact egress: more than 2 egress connections at once"}  # type: ignore[attr-defined]
+    assert plain.hits["/delay"] == codes.count(200)
+
+
 def test_restore_answers_plain_http_from_the_record(rt: Runtime, plain: Upstream) -> None:
     with rt.session() as session:
         first = session.run(f"import urllib.request\nx = urllib.request.urlopen('{plain.url}/replay').read()")

@@ -77,6 +77,9 @@ class Upstream:
                 except OSError:
                     return
             return
+        if url.path == "/delay":  # a whole answer, after a while
+            time.sleep(float(query.get("s", "0.5")))
+            return self._send(req, 200, b"late")
         if url.path == "/redirect":
             return self._send(req, 302, b"", {"Location": query["to"]})
         if url.path == "/big":
