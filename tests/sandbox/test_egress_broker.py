@@ -243,3 +243,16 @@ def test_each_record_is_told_as_it_completes(tmp_path: Path, plain: Upstream) ->
         broker.begin_run()
         _get(broker, f"{plain.url}/told")
         assert len(told) == 2
+
+
+def test_a_record_is_one_line_in_progress_messages(tmp_path: Path, plain: Upstream) -> None:
+    from codeact.agent._mcp_progress import describe_event
+    from codeact.runtime.events import EgressFinished
+
+    with _broker(tmp_path, allow=(f"127.0.0.1:{plain.port}",)) as broker:
+        _get(broker, f"{plain.url}/line")
+        _get(broker, "http://off.test/no")
+        ok, refused = broker.take()
+    assert describe_event(EgressFinished(record=ok)) == f"egress GET 127.0.0.1:{plain.port}/line 200 ({ok.bytes_in} B in)"
+    assert describe_event(EgressFinished(record=refused)) == (
+        "egress GET off.test:80/no refused: off.test:80 is not in the egress allowlist")
