@@ -22,6 +22,7 @@ from rich.console import Console
 from . import (
     _report,
     check,
+    cluster,
     cpu,
     egress,
     fresh,
@@ -67,6 +68,7 @@ MEASURES = [
     Measure("toolsets", toolsets, 30),
     Measure("tracing", tracing, 30),  # issue 33: what OpenTelemetry costs
     Measure("egress", egress, 30),  # issue 32: a request through the egress broker
+    Measure("cluster", cluster, 90, docker_only=True),  # issue 29: sessions on a Ray cluster
     Measure("memory", memory, 30, docker_only=True),
     Measure("idle", idle, 60, docker_only=True),
     Measure("gvisor", gvisor, 60, docker_only=True),

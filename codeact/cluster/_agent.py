@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ __all__ = ["STARTED", "Done", "NodeAgent"]
 
 #: The first item of a run's stream.
 STARTED = "started"
+#: How long a run's events gather on the node before they go to the caller as one batch.
+BATCH_S = 0.05
 
 #: What the last item of a run's stream holds: the result, the cells the run added, the skipped list.
 Done = tuple[ExecutionResult, list[CellRecord], list[SkippedCell]]
@@ -38,6 +41,27 @@ def _sweep() -> list[str]:
     except Exception:  # no engine on this node: nothing of ours can be left there
         return []
     return cleanup_stale(client).containers
+
+
+def _batch(events: queue.SimpleQueue[Any]) -> tuple[list[RunEvent], ExecutionResult | BaseException | None]:
+    """The events of the next :data:`BATCH_S` (waiting for the first), and how the run ended if it
+    did meanwhile. Batched so that a run's many calls cost the node one Ray object per batch, not
+    two per call: the calls themselves never wait for Ray."""
+    batch: list[RunEvent] = []
+    item = events.get()
+    deadline = time.monotonic() + BATCH_S
+    while True:
+        if isinstance(item, (ExecutionResult, BaseException)):
+            return batch, item
+        if getattr(item, "type", None) != "done":  # the result comes once, in Done
+            batch.append(item)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return batch, None
+        try:
+            item = events.get(timeout=left)
+        except queue.Empty:
+            return batch, None
 
 
 class NodeAgent:
@@ -76,33 +100,31 @@ class NodeAgent:
             raise KeyError(f"no session {sid!r} on this node")
         return found
 
-    def run(self, sid: str, code: str, timeout_s: float | None) -> Iterator[str | RunEvent | Done]:
-        """:data:`STARTED`, the run's live events, then its :data:`Done` (a Ray streaming generator)."""
+    def run(self, sid: str, code: str, timeout_s: float | None) -> Iterator[str | list[RunEvent] | Done]:
+        """:data:`STARTED`, the run's live events in batches, then its :data:`Done` (a Ray streaming
+        generator with a backpressure of one object: the run begins only once the caller has taken
+        STARTED, so a node lost before that ran nothing of it)."""
         session = self._session(sid)
-        yield STARTED  # the caller knows the run began here: a node lost before this ran nothing
+        yield STARTED
         before = len(session.cells)
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        finished = object()
 
         def work() -> None:
             try:
                 events.put(session.run(code, timeout_s=timeout_s, on_event=events.put))
             except BaseException as exc:  # handed to the caller as it is
                 events.put(exc)
-            finally:
-                events.put(finished)
 
         threading.Thread(target=work, daemon=True, name="codeact-node-run").start()
-        result: ExecutionResult | None = None
-        while (item := events.get()) is not finished:
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, ExecutionResult):
-                result = item
-            elif getattr(item, "type", None) != "done":  # the result comes once, in Done
-                yield item
-        assert result is not None
-        yield (result, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
+        while True:
+            batch, ended = _batch(events)
+            if batch:
+                yield batch
+            if isinstance(ended, BaseException):
+                raise ended
+            if ended is not None:
+                yield (ended, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
+                return
 
     def snapshot(self, sid: str, allow_inexact: bool = False) -> Snapshot:
         return self._session(sid).snapshot(allow_inexact=allow_inexact)

@@ -10,6 +10,7 @@ places sessions only on the nodes that declare resource ``R`` (so a head, or GPU
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -95,6 +96,15 @@ class RayCluster:
             self._started = self._connected = False
 
 
+@functools.cache
+def _agent_class() -> type[NodeAgent]:
+    """NodeAgent with its run marked a Ray streaming generator with a backpressure of one object."""
+    import ray
+
+    ray.method(num_returns="streaming", _generator_backpressure_num_objects=1)(NodeAgent.run)
+    return NodeAgent
+
+
 class Deployment:
     """One Runtime on the cluster: its agents by node, its sessions, its relay to the caller."""
 
@@ -154,7 +164,7 @@ class Deployment:
             if found is None:
                 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-                found = self.agents[node] = self.ray.remote(NodeAgent).options(
+                found = self.agents[node] = self.ray.remote(_agent_class()).options(
                     num_cpus=0, max_concurrency=self.cluster.agent_concurrency, max_restarts=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 ).remote(self.tools, self.runtime.config, self.options, self.relay)

@@ -20,7 +20,6 @@ from ..errors import RuntimeClosed
 from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
-from ._agent import STARTED
 
 if TYPE_CHECKING:
     from ._cluster import Deployment
@@ -89,18 +88,19 @@ class ClusterSession:
         while not began:  # a node found dead before the run began there: rebuild elsewhere, run there
             if self.lost is not None:
                 self._recover()
-            stream = self._agent.run.options(num_returns="streaming").remote(self.id, code, timeout_s)
+            stream = self._agent.run.remote(self.id, code, timeout_s)
             try:
                 for ref in stream:
                     item = deployment.get(ref)
-                    if item == STARTED:
-                        began = True
-                    elif isinstance(item, tuple):
+                    # STARTED in hand: the node may begin the run (a small object reaches its owner,
+                    # the caller, inline; if it cannot be read, the node ran nothing: see NodeAgent.run)
+                    began = True
+                    if isinstance(item, tuple):
                         return self._done(item, on_event)
-                    else:
-                        _note(calls, item)
+                    for event in item if isinstance(item, list) else ():
+                        _note(calls, event)
                         if on_event is not None:
-                            on_event(item)
+                            on_event(event)
             except deployment.lost_errors:
                 self.lost = self.node_id
                 deployment.node_died(self.node_id)
