@@ -126,6 +126,15 @@ class NodeAgent:
                 yield (ended, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
                 return
 
+    def reset(self, sid: str, forget: bool) -> list[CellRecord]:
+        """``Session._reset`` (a batch worker's next item); returns the cells as they now are."""
+        session = self._session(sid)
+        session._reset(forget=forget)
+        return [c.model_copy() for c in session.cells]
+
+    def bind(self, sid: str, values: dict[str, Any]) -> None:
+        self._session(sid)._bind(values)
+
     def snapshot(self, sid: str, allow_inexact: bool = False) -> Snapshot:
         return self._session(sid).snapshot(allow_inexact=allow_inexact)
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RuntimeClosed
+from ..errors import RuntimeClosed, SandboxError
 from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
@@ -143,6 +143,23 @@ class ClusterSession:
             if isinstance(event, RunDone):
                 break
         await task
+
+    # -- what a batch's worker does between items (runtime.batch) ------------------------------------
+    def _reset(self, *, forget: bool = False) -> None:
+        self.cells = self._control("reset", forget)
+
+    def _bind(self, values: Any) -> None:
+        self._control("bind", dict(values))
+
+    def _control(self, op: str, *args: Any) -> Any:
+        if self.lost is not None:
+            self._recover()
+        try:
+            return self._deployment.get(getattr(self._agent, op).remote(self.id, *args))
+        except self._deployment.lost_errors as exc:
+            self.lost = self.node_id
+            self._deployment.node_died(self.node_id)
+            raise SandboxError(f"the node running this session died: {exc}") from None
 
     def interrupt(self) -> None:
         if self._agent is not None and self.lost is None:

@@ -255,3 +255,15 @@ def test_a_cluster_session_refuses_this_machines_paths(nodes: Nodes, ledger: Pat
     with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
         with pytest.raises(ValueError, match=r"session\.files"):
             rt.session(workspace=tmp_path)
+
+
+def test_map_and_idle_suspension_work_on_the_cluster(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster(), suspend_idle_s=1) as rt:
+        results = rt.map("bump(item) + len(item)", ["a", "bb", "ccc", "dddd", "e", "ff"], concurrency=3)
+        assert [r.value for r in results] == [2, 3, 4, 5, 2, 3], results
+        with rt.session() as s:
+            assert s.run("kept = bump('s')").ok
+            time.sleep(3)  # the node's suspender stops the idle sandbox
+            after = s.run("kept")
+            assert after.ok and after.value == 1 and after.restored, after
+    assert sorted(runs(ledger)) == ["a", "bb", "ccc", "dddd", "e", "ff", "s"]  # the rebuild ran no tool
