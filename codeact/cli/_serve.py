@@ -36,6 +36,9 @@ def serve_mcp_command(
     memory: Annotated[int, typer.Option(help="memory limit in MB")] = 512,
     image: Image = None,
     pip: Pip = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="run each MCP session on this Ray cluster (ADDRESS as for ray.init; 'local' starts "
+                          "a loopback one): see codeact.cluster")] = None,
 ) -> None:
     """Serve execute_python (the tools available inside) and reset_session over MCP.
 
@@ -57,7 +60,12 @@ def serve_mcp_command(
         except SandboxUnavailable as exc:
             say_unavailable(exc)
             raise typer.Exit(3) from None
-    with Runtime(toolset, config) as runtime:
+    on = None
+    if cluster is not None:
+        from ..cluster import RayCluster
+
+        on = RayCluster(None if cluster == "local" else cluster)
+    with Runtime(toolset, config, cluster=on) as runtime:
         if not over_http:
             serve_mcp(runtime)
             return

@@ -267,3 +267,32 @@ def test_map_and_idle_suspension_work_on_the_cluster(nodes: Nodes, ledger: Path)
             after = s.run("kept")
             assert after.ok and after.value == 1 and after.restored, after
     assert sorted(runs(ledger)) == ["a", "bb", "ccc", "dddd", "e", "ff", "s"]  # the rebuild ran no tool
+
+
+def test_serve_mcp_serves_each_session_from_the_cluster(nodes: Nodes, tmp_path: Path) -> None:
+    import asyncio
+    import shutil
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    tools_file = tmp_path / "node_tools.py"
+    tools_file.write_text("from pathlib import Path\nfrom codeact import tool\n\n@tool\ndef where() -> str:\n"
+                          '    """The command line of the process that runs this tool."""\n'
+                          '    return Path("/proc/self/cmdline").read_bytes().replace(b"\\0", b" ").decode()\n')
+    codeact = shutil.which("codeact", path=str(Path(sys.executable).parent)) or "codeact"
+    params = StdioServerParameters(command=codeact, args=["serve-mcp", "--tools", str(tools_file),
+                                                          "--cluster", nodes.cluster.address],
+                                   env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+
+    async def drive() -> str:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("execute_python", {"code": "print(where())"})
+                assert not result.is_error, result
+                return "".join(getattr(c, "text", "") for c in result.content)
+
+    text = asyncio.run(drive())
+    assert "NodeAgent" in text, text  # answered on a node, by its agent (Ray titles its workers)
