@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     from .results import ExecutionResult, ToolCallRecord
 
-__all__ = ["RunTrace", "disable", "enable", "enabled", "failed", "model_call", "pool_acquired", "run_trace", "span",
-           "watch"]
+__all__ = ["RunTrace", "attached", "carrier", "disable", "enable", "enabled", "failed", "model_call", "pool_acquired",
+           "run_trace", "span", "watch"]
 
 #: The default cap on one captured argument or result (characters of its JSON text).
 DEFAULT_CONTENT_CHARS = 2048
@@ -184,6 +184,34 @@ def failed(error_type: str, message: str = "") -> None:
         current = state.trace.get_current_span()
         current.set_attribute("error.type", error_type)
         current.set_status(state.trace.Status(state.trace.StatusCode.ERROR, message[: state.cap]))
+
+
+def carrier() -> dict[str, str] | None:
+    """The current context as W3C trace headers, to continue this trace in another process (a
+    cluster's node); None when off."""
+    if _state is None:
+        return None
+    from opentelemetry import propagate
+
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
+
+
+@contextlib.contextmanager
+def attached(headers: Mapping[str, str] | None) -> Iterator[None]:
+    """The context ``headers`` carry (see :func:`carrier`) current for the block, when tracing is
+    on in this process; else nothing."""
+    if _state is None or not headers:
+        yield
+        return
+    from opentelemetry import propagate
+
+    token = _state.context.attach(propagate.extract(dict(headers)))
+    try:
+        yield
+    finally:
+        _state.context.detach(token)
 
 
 def pool_acquired(seconds: float, hit: bool) -> None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .. import tracing
 from ..results import ExecutionResult
 from ..runtime.events import RunEvent
 from ..runtime.session import Runtime, Session
@@ -68,7 +69,9 @@ class NodeAgent:
     """One node's sessions of one runtime (an actor: its methods run on the node)."""
 
     def __init__(self, tools: list[Any] | Callable[[], Toolset], sandbox: SandboxConfig,
-                 options: dict[str, Any], relay: Any | None) -> None:
+                 options: dict[str, Any], relay: Any | None, setup: Callable[[], None] | None = None) -> None:
+        if setup is not None:  # RayCluster(node_setup=...): e.g. this node's tracer provider
+            setup()
         self.swept = _sweep() if sandbox.backend == "docker" else []
         built = tools() if callable(tools) else Toolset(tools)
         if relay is not None:
@@ -100,10 +103,12 @@ class NodeAgent:
             raise KeyError(f"no session {sid!r} on this node")
         return found
 
-    def run(self, sid: str, code: str, timeout_s: float | None) -> Iterator[str | list[RunEvent] | Done]:
+    def run(self, sid: str, code: str, timeout_s: float | None,
+            trace: dict[str, str] | None = None) -> Iterator[str | list[RunEvent] | Done]:
         """:data:`STARTED`, the run's live events in batches, then its :data:`Done` (a Ray streaming
         generator with a backpressure of one object: the run begins only once the caller has taken
-        STARTED, so a node lost before that ran nothing of it)."""
+        STARTED, so a node lost before that ran nothing of it). ``trace``: the caller's trace
+        context, continued here when this node traces (``RayCluster(node_setup=...)``)."""
         session = self._session(sid)
         yield STARTED
         before = len(session.cells)
@@ -111,7 +116,8 @@ class NodeAgent:
 
         def work() -> None:
             try:
-                events.put(session.run(code, timeout_s=timeout_s, on_event=events.put))
+                with tracing.attached(trace):
+                    events.put(session.run(code, timeout_s=timeout_s, on_event=events.put))
             except BaseException as exc:  # handed to the caller as it is
                 events.put(exc)
 

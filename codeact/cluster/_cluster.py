@@ -44,12 +44,14 @@ class RayCluster:
     Without ``address`` a loopback-only local Ray is started (as ``--engine ray`` does); with one,
     the cluster at that address is joined. ``tools``: a factory that builds the toolset on each node
     (for HTTP, OpenAPI and MCP sources, rebuilt there from their definitions, their credentials
-    resolved there); without it the Runtime's own tools travel by value (cloudpickle)."""
+    resolved there); without it the Runtime's own tools travel by value (cloudpickle). ``node_setup``
+    runs once in each node agent (e.g. ``codeact.tracing.enable`` with the node's exporter: each run's
+    spans then continue the caller's trace)."""
 
     def __init__(self, address: str | None = None, *, placement: Placement = "spread",
                  tools: Callable[[], Toolset] | None = None, num_cpus: int = 2,
                  agent_concurrency: int = 256, call_timeout_s: float = 600.0,
-                 node_resource: str | None = None) -> None:
+                 node_resource: str | None = None, node_setup: Callable[[], None] | None = None) -> None:
         if placement not in ("spread", "pack"):
             raise ValueError(f"placement must be 'spread' or 'pack', got {placement!r}")
         self.address = address
@@ -58,6 +60,9 @@ class RayCluster:
         self.num_cpus = num_cpus
         #: Only nodes declaring this Ray resource take sessions (None: every alive node).
         self.node_resource = node_resource
+        #: Called once in each node agent before its Runtime is made (say, to set up tracing
+        #: there: a run then continues the caller's trace on the node).
+        self.node_setup = node_setup
         self.agent_concurrency = agent_concurrency
         #: The longest the caller waits for one answer of an agent (a run has its own timeout).
         self.call_timeout_s = call_timeout_s
@@ -167,7 +172,7 @@ class Deployment:
                 found = self.agents[node] = self.ray.remote(_agent_class()).options(
                     num_cpus=0, max_concurrency=self.cluster.agent_concurrency, max_restarts=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-                ).remote(self.tools, self.runtime.config, self.options, self.relay)
+                ).remote(self.tools, self.runtime.config, self.options, self.relay, self.cluster.node_setup)
             return found
 
     def placed(self, session: ClusterSession, node: str) -> None:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..errors import RuntimeClosed, SandboxError
 from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
@@ -88,7 +89,7 @@ class ClusterSession:
         while not began:  # a node found dead before the run began there: rebuild elsewhere, run there
             if self.lost is not None:
                 self._recover()
-            stream = self._agent.run.remote(self.id, code, timeout_s)
+            stream = self._agent.run.remote(self.id, code, timeout_s, tracing.carrier())
             try:
                 for ref in stream:
                     item = deployment.get(ref)

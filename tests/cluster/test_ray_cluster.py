@@ -296,3 +296,63 @@ def test_serve_mcp_serves_each_session_from_the_cluster(nodes: Nodes, tmp_path: 
 
     text = asyncio.run(drive())
     assert "NodeAgent" in text, text  # answered on a node, by its agent (Ray titles its workers)
+
+
+def _trace_on_node(endpoint: str) -> None:
+    """A node's tracing (RayCluster(node_setup=...)): the SDK exporting OTLP/HTTP at once."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from codeact import tracing
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    tracing.enable(provider)
+
+
+def test_a_runs_spans_on_the_node_continue_the_callers_trace(nodes: Nodes, ledger: Path) -> None:
+    import functools
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from codeact import tracing
+
+    spans: list[Any] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
+            spans.extend(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    setup = functools.partial(_trace_on_node, f"http://127.0.0.1:{server.server_address[1]}/v1/traces")
+    caller = TracerProvider()
+    tracing.enable(caller)
+    try:
+        with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster(node_setup=setup)) as rt, rt.session() as s, \
+                caller.get_tracer("test").start_as_current_span("caller") as parent:
+            assert s.run("bump('t')").ok
+        context = parent.get_span_context()
+        deadline = time.monotonic() + 20
+        while not any(x.name == "execute_tool bump" for x in spans) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        tracing.disable()
+        server.shutdown()
+        server.server_close()
+    (run,) = [x for x in spans if x.name == "codeact.run"]
+    (call,) = [x for x in spans if x.name == "execute_tool bump"]
+    assert run.trace_id == context.trace_id.to_bytes(16, "big")
+    assert run.parent_span_id == context.span_id.to_bytes(8, "big")  # the caller's span, across Ray
+    assert call.parent_span_id == run.span_id
