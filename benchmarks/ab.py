@@ -9,7 +9,8 @@ with the raw floor (``floor.py``), and prints each one's p50 with its ratio to t
 
 REV is checked out with ``git worktree`` into a temporary directory and imported as
 ``codeact_rev``. Its few absolute ``codeact.`` imports (image building) resolve to the working
-tree's, so change the sandbox image's inputs in one of the two only if the images differ anyway.
+tree's, except the list of kernel files (each side builds its image from its own).
+``--backend local`` compares the two as local subprocesses (the floor stays the container's).
 """
 
 from __future__ import annotations
@@ -53,7 +54,12 @@ def _import_revision(rev: str, into: Path) -> ModuleType:
     (into / "pkg").mkdir()
     (into / "pkg" / "codeact_rev").symlink_to(tree / "codeact")
     sys.path.insert(0, str(into / "pkg"))
-    return importlib.import_module("codeact_rev")
+    rev = importlib.import_module("codeact_rev")
+    # The image spec reads the working tree's list of kernel files (an absolute import); the
+    # revision's image is built from its own list, which may name other files.
+    importlib.import_module("codeact_rev.image.spec").KERNEL_FILES = \
+        importlib.import_module("codeact_rev.sandbox.kernel_files").KERNEL_FILES
+    return rev
 
 
 def _measures(mode: str, sessions: dict[str, Any], floor: Any) -> dict[str, Callable[[int], list[float]]]:
@@ -78,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__.split("\n")[0])
     parser.add_argument("rev", help="the git revision to compare the working tree with")
     parser.add_argument("--mode", choices=["call", "warm"], default="call")
+    parser.add_argument("--backend", choices=["docker", "local"], default="docker",
+                        help="where both versions' kernels run")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--n", type=int, default=2000, help="samples per chunk (warm: a quarter of it)")
     args = parser.parse_args(argv)
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
             rev = _import_revision(args.rev, Path(tmp))
             runtimes, sessions = [], {}
             for label, pkg in (("working tree", codeact), (args.rev, rev)):
-                config = pkg.SandboxConfig(backend="docker", policy="none", timeout_s=600)
+                config = pkg.SandboxConfig(backend=args.backend, policy="none", timeout_s=600)
                 runtime = pkg.Runtime([_echo_for(pkg)], config)
                 runtimes.append(runtime)
                 sessions[label] = runtime.session()

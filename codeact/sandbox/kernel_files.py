@@ -25,6 +25,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "sandbox/inside/client.py",
     "sandbox/inside/lazy_stubs.py",
     "sandbox/inside/egress_forwarder.py",
+    "sandbox/inside/running.py",
 )
 
 

@@ -164,14 +164,14 @@ def test_the_kernel_counts_processes_up_to_its_cap(monkeypatch: pytest.MonkeyPat
     import subprocess
     import threading
 
-    from codeact.sandbox.inside import kernel
+    from codeact.sandbox.inside import running
 
     children = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
     try:
-        own = set(threading.enumerate())
-        assert kernel._left_running(own)["children"] >= 3
-        monkeypatch.setattr(kernel, "_MAX_PROCESSES", 2)
-        assert kernel._left_running(own) == {"threads": 0, "children": 2}
+        left = running.LeftRunning(set(threading.enumerate()))
+        assert left.facts()["children"] >= 3
+        monkeypatch.setattr(running, "MAX_PROCESSES", 2)
+        assert left.facts() == {"threads": 0, "children": 2}
     finally:
         for child in children:
             child.kill()

@@ -37,12 +37,13 @@ import types
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
-    from . import client, frames, lazy_stubs, protocol
+    from . import client, frames, lazy_stubs, protocol, running
 except ImportError:
     import client  # type: ignore[no-redef]
     import frames  # type: ignore[no-redef]
     import lazy_stubs  # type: ignore[no-redef]
     import protocol  # type: ignore[no-redef]
+    import running  # type: ignore[no-redef]
 
 DEFAULT_SOCKET = "/run/codeact/channel.sock"
 _MAX_MESSAGE = 8000
@@ -50,13 +51,11 @@ _MAX_TRACEBACK = 20000
 _MAX_VALUE = 256 * 1024
 _LIVE_PERIOD = 0.05  # streamed output is sent at most this often (seconds) ...
 _LIVE_FRAME_CHARS = 256 * 1024  # ... in frames of at most this many characters per chunk
-#: A run's call lanes are reported up to this many calls (past it: not at all), and its processes
-#: counted up to this many.
+#: A run's call lanes are reported up to this many calls (past it: not at all).
 _MAX_LANES = 100_000
 #: At most this many new names (each at most ``_MAX_NAME_CHARS``) in a ``done`` frame; more: "unknown".
 _MAX_NAMES = 5000
 _MAX_NAME_CHARS = 200
-_MAX_PROCESSES = 1000
 _CHUNK_BYTES = 32  # what a chunk costs in an output frame beyond its text: ["stdout","…"],
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
 #: after this long (to see an interrupt frame; Docker's SIGINT needs no reader); shorter runs and
@@ -306,43 +305,6 @@ def _fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
     return done
 
 
-def _left_running(own: set[threading.Thread]) -> dict[str, Any]:
-    """What a cell left running, for replay to compare: the code's threads still alive, and its
-    processes (children, their descendants, and orphans the sandbox's init adopted; not zombies)."""
-    facts: dict[str, Any] = {"threads": sum(1 for t in threading.enumerate() if t not in own and t.is_alive()
-                                            and not isinstance(t, threading._DummyThread))}
-    try:
-        me = str(os.getpid())
-        todo = _children("self")
-        if os.getppid() == 1:  # the first process under an init, in a pid namespace of our own
-            todo += [pid for pid in _children("1") if pid != me]
-    except OSError:  # no /proc (or no children files): not reported
-        return facts
-    seen: set[str] = set()
-    while todo and len(seen) < _MAX_PROCESSES:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rpartition(b")")[2].split()[:1] == [b"Z"]:
-                    continue
-            todo += _children(pid)
-        except OSError:  # it ended meanwhile
-            seen.discard(pid)
-    facts["children"] = len(seen)
-    return facts
-
-
-def _children(pid: str) -> list[str]:
-    found: list[str] = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-            found += f.read().decode().split()
-    return found
-
-
 class Kernel:
     """Executes cells in one namespace; talks to the host through a FrameSocket."""
 
@@ -369,7 +331,7 @@ class Kernel:
         self.final: list[Any] = []
         #: The lane of each call this run sent, in sending order (see ``_lane``); None between runs.
         self.lanes: list[str] | None = None
-        self.own_threads: set[threading.Thread] = set()  # main, reader, drainer: not the code's
+        self.left_running = running.LeftRunning(set())  # its own threads are known once it serves
         self.live_lock = threading.Lock()  # one flush at a time, so output frames keep their order
         self.live_id: str | None = None
         self.live_flushed = 0.0
@@ -619,7 +581,7 @@ class Kernel:
             done[f"{name}_truncated"] = stream.truncated
         done["names"] = self._new_names()
         lanes, self.lanes = self.lanes, None
-        done["facts"] = _left_running(self.own_threads)
+        done["facts"] = self.left_running.facts()
         if lanes is not None and len(lanes) <= min(_MAX_LANES, self.max_frame // 8):  # leaves room in the frame
             done["facts"]["lanes"] = "".join(lanes)
         return done
@@ -679,7 +641,7 @@ class Kernel:
         os.register_at_fork(after_in_child=self._forked)
         threading.Thread(target=self.reading.reader, name="codeact-reader", daemon=True).start()
         threading.Thread(target=self._drainer, name="codeact-drainer", daemon=True).start()
-        self.own_threads = set(threading.enumerate())
+        self.left_running.own = set(threading.enumerate())
         self.send({"type": "hello", "v": protocol.VERSION, "pid": os.getpid(), "policy": self.policy})
         while True:
             request = self.reading.next_request()
