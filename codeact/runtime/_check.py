@@ -34,11 +34,18 @@ class SessionNames:
         self.names: set[str] = set()
         self.known = True
         self.dynamic = False
+        #: The last cell checked and what it binds as read: the :meth:`learn` after its run does
+        #: not parse it again.
+        self._read: tuple[str, frozenset[str], bool] | None = None
 
     def learn(self, code: str, reported: Any) -> None:
         """After a run of ``code``: the names it binds as read, and those the kernel reported
         (``done``'s ``names``: a list of strings; anything else is "cannot tell")."""
-        bound, dynamic = cell_names(code)
+        read = self._read
+        if read is not None and read[0] == code:
+            bound, dynamic = set(read[1]), read[2]
+        else:
+            bound, dynamic = cell_names(code)
         self.dynamic = self.dynamic or dynamic
         if type(reported) is list and all(type(n) is str and len(n) <= _MAX_NAME_CHARS for n in reported):
             bound.update(reported)
@@ -65,7 +72,8 @@ class SessionNames:
     def check(self, checker: Checker, code: str, types: TypeCheck | None = None) -> list[Diagnostic]:
         """Tier 1, then (``types``) tier 2's warnings on the lines tier 1 found nothing on."""
         defined = self.names if self.known else None
-        found = checker.check(code, defined, dynamic=self.dynamic)
+        found, facts = checker.read(code, defined, dynamic=self.dynamic)
+        self._read = (code, frozenset(facts.bound), facts.dynamic) if facts is not None else (code, frozenset(), True)
         if types is not None and not any(d.code == "syntax" for d in found):
             seen = {d.line for d in found}
             found += [d for d in types.check(code, defined) if d.line not in seen]

@@ -115,9 +115,17 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 def output_digest(result: ExecutionResult) -> str:
     """What a run wrote, in short: equal for equal output (the kept text and whether it was cut;
     object addresses in default reprs left out)."""
-    text = _ADDRESS.sub(" at 0x?>", json.dumps([result.stdout, result.stderr, result.stdout_truncated,
-                                                 result.stderr_truncated]))
+    if not (result.stdout or result.stderr or result.stdout_truncated or result.stderr_truncated):
+        return _NO_OUTPUT  # most cells write nothing
+    return _digest(result.stdout, result.stderr, result.stdout_truncated, result.stderr_truncated)
+
+
+def _digest(stdout: str, stderr: str, stdout_truncated: bool, stderr_truncated: bool) -> str:
+    text = _ADDRESS.sub(" at 0x?>", json.dumps([stdout, stderr, stdout_truncated, stderr_truncated]))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+_NO_OUTPUT = _digest("", "", False, False)
 
 
 class SkippedCell(BaseModel):

@@ -75,19 +75,25 @@ class Checker:
         """The diagnostics of ``code``, in source order. ``defined``: the names earlier cells left
         in the namespace (None: unknown, so no name is certainly missing); ``dynamic``: an earlier
         cell could have rebound anything (no tool call is then certainly wrong)."""
+        return self.read(code, defined, dynamic=dynamic)[0]
+
+    def read(self, code: str, defined: Collection[str] | None = (), *,
+             dynamic: bool = False) -> tuple[list[Diagnostic], NameFacts | None]:
+        """:meth:`check`'s diagnostics, and the facts :func:`cell_names` reads of ``code`` (None
+        when it does not parse), from one parse."""
         try:
             tree = ast.parse(code)
         except SyntaxError as exc:
-            return [_syntax(exc, code)]
+            return [_syntax(exc, code)], None
         except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte, a too deep expression
             return [Diagnostic(line=1, column=1, end_line=1, end_column=1, code="unparsable",
-                               message=f"the check could not read the code: {exc}", severity="warning")]
+                               message=f"the check could not read the code: {exc}", severity="warning")], None
         facts = name_facts(tree)
         known = defined if isinstance(defined, (set, frozenset)) else frozenset(defined or ())
         lines = code.splitlines()
         found = [*self._call_findings(facts, known, dynamic or facts.dynamic, lines),
                  *self._name_findings(facts, known, defined is None, lines)]
-        return sorted(found, key=lambda d: (d.line, d.column, d.code))
+        return sorted(found, key=lambda d: (d.line, d.column, d.code)), facts
 
     def _call_findings(self, facts: NameFacts, known: Collection[str], dynamic: bool,
                        lines: list[str]) -> Iterable[Diagnostic]:
