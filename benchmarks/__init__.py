@@ -2,6 +2,6 @@
 
 ``python -m benchmarks.run`` runs every measure (one small module each), prints a table, writes
 ``benchmarks/results/*.json`` and rewrites the README's benchmark section from that JSON.
-Peers (smolagents, ipykernel + jupyter_client) come from the ``bench`` extra and are imported only
+Peers (smolagents, ipykernel + jupyter_client, pydantic-monty) come from the ``bench`` extra and are imported only
 inside the measures that use them.
 """

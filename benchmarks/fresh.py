@@ -3,8 +3,9 @@
 ``with rt.session() as s: s.run("1")`` timed from ``rt.session()`` to the result (close excluded
 and timed on its own). Pooled: ``SandboxConfig(pool_size=2)``, the pool refilled
 (``wait_ready``) before every sample so no refill competes with the sample. Cold: ``pool_size=0``.
-Baselines in the same rounds: ``docker run --rm --network none IMAGE python3 -c pass`` and a cold
-local subprocess kernel.
+Baselines in the same rounds: ``docker run --rm --network none IMAGE python3 -c pass``, a cold
+local subprocess kernel, and beside the pooled row a pooled pydantic-monty checkout to its first
+``feed_run("1")`` (``monty.py``: no OS isolation).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import time
 from codeact import Runtime
 
 from ._common import Baseline, Context, Row, med_p90, ratio
+from .monty import NOTE as MONTY_NOTE
+from .monty import open_peer as open_monty
 
 POOLED_MS = 1.0
 COLD_MS = 300.0
@@ -52,6 +55,7 @@ def measure(ctx: Context) -> list[Row]:
     docker_run: list[float] = []
     close: list[float] = []
     local_close: list[float] = []
+    monty_ms: list[float] = []
     image = python = None
     docker_note = "n/a: the subject is the local backend" if not ctx.docker else ""
     if ctx.docker:
@@ -61,21 +65,28 @@ def measure(ctx: Context) -> list[Row]:
         if shutil.which("docker") is None:
             image, docker_note = None, "n/a: no docker CLI on PATH"
     pool_cfg = ctx.subject.model_copy(update={"pool_size": 2})
-    with Runtime([], pool_cfg) as rt_pool, Runtime([], ctx.subject) as rt_cold, Runtime([], ctx.floor) as rt_local:
-        pool = rt_pool.pool
-        assert pool is not None
-        _session_ms(rt_cold, [])  # warm-up: engine client, image lookup, imports
-        _session_ms(rt_local, [])
-        for _ in range(rounds):
-            for _ in range(pooled_per_round):
-                if not pool.wait_ready(120):
-                    raise RuntimeError(f"the pool did not fill: {pool.last_error}")
-                pooled.append(_session_ms(rt_pool, close))
-            pool.wait_ready(120)  # no refill in flight during the cold samples
-            cold.append(_session_ms(rt_cold, close))
-            local_cold.append(_session_ms(rt_local, local_close))
-            if image is not None and python is not None:
-                docker_run.append(_docker_run_ms(image, python))
+    monty, monty_note = open_monty(ctx.quick)
+    try:
+        with Runtime([], pool_cfg) as rt_pool, Runtime([], ctx.subject) as rt_cold, Runtime([], ctx.floor) as rt_local:
+            pool = rt_pool.pool
+            assert pool is not None
+            _session_ms(rt_cold, [])  # warm-up: engine client, image lookup, imports
+            _session_ms(rt_local, [])
+            for _ in range(rounds):
+                for _ in range(pooled_per_round):
+                    if not pool.wait_ready(120):
+                        raise RuntimeError(f"the pool did not fill: {pool.last_error}")
+                    pooled.append(_session_ms(rt_pool, close))
+                    if monty is not None:
+                        monty_ms.append(monty.checkout_ms())
+                pool.wait_ready(120)  # no refill in flight during the cold samples
+                cold.append(_session_ms(rt_cold, close))
+                local_cold.append(_session_ms(rt_local, local_close))
+                if image is not None and python is not None:
+                    docker_run.append(_docker_run_ms(image, python))
+    finally:
+        if monty is not None:
+            monty.close()
     d_med = d_p90 = None
     if docker_run:
         d_med, d_p90 = med_p90(docker_run)
@@ -86,9 +97,11 @@ def measure(ctx: Context) -> list[Row]:
     k_med, k_p90 = med_p90(close)
     lc_med, lc_p90 = med_p90(local_close)
     label = ctx.subject_label
+    monty_base = (Baseline("pydantic-monty pooled checkout → first feed_run", *med_p90(monty_ms), note=MONTY_NOTE)
+                  if monty_ms else Baseline("pydantic-monty pooled checkout", None, None, note=monty_note))
     rows = [
         Row(key="fresh_pooled", measure=f"fresh {label} session from the warm pool, acquire → first result",
-            unit="ms", median=p_med, p90=p_p90, samples=len(pooled), baselines=[docker_base],
+            unit="ms", median=p_med, p90=p_p90, samples=len(pooled), baselines=[docker_base, monty_base],
             ratio=ratio(p_med, d_med), ratio_label="× docker run", target=f"≤ {POOLED_MS:g} ms",
             met=p_med <= POOLED_MS, note="SandboxConfig(pool_size=2); pool refilled before each sample"),
         Row(key="fresh_cold", measure=f"fresh {label} session, no pool, acquire → first result", unit="ms",

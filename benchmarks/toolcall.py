@@ -4,7 +4,9 @@ Each cell times a loop of N calls with ``time.perf_counter`` in the sandbox (med
 the calls' own durations). In the same run, alternating chunk by chunk: the transport floor (a
 raw JSON ping-pong with a process in a hardened container from the sandbox image, no codeact on
 either side: see ``floor.py``) and the same codeact kernel as a local subprocess (a second
-baseline). Also: 10,000 calls in one code action, wall time and calls/s.
+baseline), and pydantic-monty calling a host function from inside a feed (``monty.py``: no OS
+isolation; timed from the host, a feed's mean per call). Also: 10,000 calls in one code action,
+wall time and calls/s.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from codeact import Runtime, Session
 
 from ._common import Baseline, Context, Row, echo, med_p90, na, ratio
 from .floor import open_floor
+from .monty import NOTE as MONTY_NOTE
+from .monty import open_peer as open_monty
 
 CELL = """
 import time as _t
@@ -47,9 +51,10 @@ def measure(ctx: Context) -> list[Row]:
     calls = ctx.n(10_000, 300)
     chunks = ctx.n(5, 1)
     per_chunk = calls // chunks
-    lat: dict[str, list[float]] = {"subject": [], "local": [], "raw": []}
+    lat: dict[str, list[float]] = {"subject": [], "local": [], "raw": [], "monty": []}
     total_s = {"subject": 0.0, "local": 0.0}
     raw, raw_note = open_floor(ctx.docker, ctx.subject)
+    monty, monty_note = open_monty(ctx.quick)
     batch_s = None
     try:
         with Runtime([echo], ctx.subject) as rt_s, Runtime([echo], ctx.floor) as rt_f, \
@@ -59,6 +64,8 @@ def measure(ctx: Context) -> list[Row]:
                 _chunk(session, 200)  # warm-up: imports, caches, the first frames
             if raw is not None:
                 raw.ping(200)
+            if monty is not None:
+                monty.calls(200)
             for _ in range(chunks):
                 for name, session in sessions.items():
                     value = _chunk(session, per_chunk)
@@ -66,6 +73,8 @@ def measure(ctx: Context) -> list[Row]:
                     total_s[name] += value["total_s"]
                 if raw is not None:
                     lat["raw"] += raw.ping(per_chunk)
+                if monty is not None:  # a feed's mean per call: Monty's code cannot time itself
+                    lat["monty"] += [monty.calls(per_chunk // 10) for _ in range(10)]
             batch_n = ctx.n(10_000, 500)
             batch = subject.run(BATCH.format(n=batch_n))
             if not batch.ok or len(batch.calls) != batch_n:
@@ -74,6 +83,8 @@ def measure(ctx: Context) -> list[Row]:
     finally:
         if raw is not None:
             raw.close()
+        if monty is not None:
+            monty.close()
     n = chunks * per_chunk
     med, p90 = med_p90(lat["subject"])
     l_med, l_p90 = med_p90(lat["local"])
@@ -87,6 +98,11 @@ def measure(ctx: Context) -> list[Row]:
         baselines.append(Baseline("transport floor: raw JSON ping-pong", None, None, note=raw_note))
     baselines.append(Baseline("codeact kernel as a local subprocess", l_med, l_p90,
                               note=f"loop mean {total_s['local'] / n * 1e6:.0f} µs"))
+    if lat["monty"]:
+        baselines.append(Baseline(f"pydantic-monty host function (a feed of {per_chunk // 10:,} calls, mean a call)",
+                                  *med_p90(lat["monty"]), note=MONTY_NOTE))
+    else:
+        baselines.append(Baseline("pydantic-monty host function", None, None, note=monty_note))
     r = ratio(med, floor_med if floor_med is not None else l_med)
     label = "× floor" if floor_med is not None else "× local kernel"
     mean_us = total_s["subject"] / n * 1e6

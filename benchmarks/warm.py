@@ -2,9 +2,10 @@
 
 Baselines in the same run: the transport floor (a raw ``exec`` loop with a process in a hardened
 container from the sandbox image, no codeact on either side: ``floor.py``), the same kernel as a
-local subprocess, and a Jupyter
+local subprocess, a Jupyter
 kernel (ipykernel started by ``jupyter_client.KernelManager``, blocking client ``execute`` with
-``reply=True``: the shell round trip). Blocks alternate between the three.
+``reply=True``: the shell round trip) and pydantic-monty's ``feed_run`` (``monty.py``: no OS
+isolation). Blocks alternate between them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from codeact import Runtime
 
 from ._common import Baseline, Context, Row, med_p90, ratio
 from .floor import open_floor
+from .monty import NOTE as MONTY_NOTE
+from .monty import open_peer as open_monty
 
 TARGET_RATIO = 1.5
 ROWS = [("warm_run", "warm `x = 1` in a live session", "µs", f"≤ {TARGET_RATIO:g}× transport floor")]
@@ -52,10 +55,28 @@ def _block(fn: Callable[[], Any], n: int, into: list[float]) -> None:
         into.append((time.perf_counter() - start) * 1e6)
 
 
+def _peers(lat: dict[str, list[float]], med: float, extra: dict[str, Any], jupyter_note: str,
+           monty_note: str) -> list[Baseline]:
+    """The peers' baselines (``extra`` gets the ratio to Jupyter)."""
+    found = []
+    if lat["jupyter"]:
+        j_med, j_p90 = med_p90(lat["jupyter"])
+        found.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", j_med, j_p90))
+        extra["vs_jupyter"] = med / j_med
+    else:
+        found.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", None, None, note=jupyter_note))
+    if lat["monty"]:
+        found.append(Baseline("pydantic-monty feed_run in a checked-out session", *med_p90(lat["monty"]),
+                              note=MONTY_NOTE))
+    else:
+        found.append(Baseline("pydantic-monty feed_run", None, None, note=monty_note))
+    return found
+
+
 def measure(ctx: Context) -> list[Row]:
     iters, blocks = ctx.n(1000, 60), ctx.n(10, 2)
     per = iters // blocks
-    lat: dict[str, list[float]] = {"subject": [], "floor": [], "jupyter": [], "raw": []}
+    lat: dict[str, list[float]] = {"subject": [], "floor": [], "jupyter": [], "raw": [], "monty": []}
     jupyter: _Jupyter | None = None
     jupyter_note = "skipped in --quick" if ctx.quick else ""
     if not ctx.quick:
@@ -64,6 +85,7 @@ def measure(ctx: Context) -> list[Row]:
         except Exception as exc:  # not installed, or the kernel would not start
             jupyter_note = f"n/a: {type(exc).__name__}: {exc}"[:200]
     raw, raw_note = open_floor(ctx.docker, ctx.subject)
+    monty, monty_note = open_monty(ctx.quick)
     try:
         with Runtime([], ctx.subject) as rt_s, Runtime([], ctx.floor) as rt_f, \
                 rt_s.session() as subject, rt_f.session() as floor:
@@ -74,6 +96,8 @@ def measure(ctx: Context) -> list[Row]:
             if raw is not None:
                 raw_box = raw
                 runners["raw"] = lambda: raw_box.exec_loop(1)
+            if monty is not None:
+                runners["monty"] = monty.warm
             for fn in runners.values():
                 _block(fn, 20, [])  # warm-up
             for _ in range(blocks):
@@ -87,6 +111,8 @@ def measure(ctx: Context) -> list[Row]:
             jupyter.close()
         if raw is not None:
             raw.close()
+        if monty is not None:
+            monty.close()
     med, p90 = med_p90(lat["subject"])
     f_med, f_p90 = med_p90(lat["floor"])
     baselines = []
@@ -98,12 +124,7 @@ def measure(ctx: Context) -> list[Row]:
         baselines.append(Baseline("transport floor: raw exec loop", None, None, note=raw_note))
     baselines.append(Baseline("codeact kernel as a local subprocess", f_med, f_p90))
     extra: dict[str, Any] = {}
-    if lat["jupyter"]:
-        j_med, j_p90 = med_p90(lat["jupyter"])
-        baselines.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", j_med, j_p90))
-        extra["vs_jupyter"] = med / j_med
-    else:
-        baselines.append(Baseline("Jupyter kernel (ipykernel + jupyter_client)", None, None, note=jupyter_note))
+    baselines += _peers(lat, med, extra, jupyter_note, monty_note)
     r = ratio(med, raw_med if raw_med is not None else f_med)
     met = raw_med is not None and r is not None and r <= TARGET_RATIO
     note = f"{len(lat['subject'])} runs of session.run('x = 1') from the host"
