@@ -85,6 +85,12 @@ class NodeAgent:
 
         return str(ray.get_runtime_context().get_node_id())
 
+    def owner(self) -> str:
+        """The owner label this agent's containers carry (``sandbox._owner``)."""
+        from ..sandbox._owner import owner_id
+
+        return owner_id()
+
     def sweep(self) -> list[str]:
         return _sweep()
 

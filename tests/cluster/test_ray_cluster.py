@@ -200,24 +200,25 @@ def test_close_leaves_no_container_and_no_actor(nodes: Nodes, ledger: Path) -> N
     from codeact.image.engine import docker_client
     from codeact.sandbox._owner import LABEL
 
-    def containers() -> set[str]:
+    def containers(owners: set[str]) -> set[str]:
         client = docker_client()
         try:
-            return {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
+            return {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})
+                    if (c.get("Labels") or {}).get(LABEL) in owners}
         finally:
             client.close()
 
-    before = containers()
     rt = Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster())
     sessions = [rt.session() for _ in range(WORKERS)]
     for s in sessions:
         assert s.run("1").ok
-    assert len(containers() - before) >= WORKERS
     deployment = rt._deployment
     assert deployment is not None
     agents, relay = list(deployment.agents.values()), deployment.relay
+    owners = set(ray.get([a.owner.remote() for a in agents]))
+    assert len(owners) == WORKERS and len(containers(owners)) >= WORKERS
     rt.close()
-    assert containers() - before == set()
+    assert containers(owners) == set()
     for actor in [*agents, relay]:
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.count.remote() if actor is not relay else actor.take.remote(0), timeout=30)
