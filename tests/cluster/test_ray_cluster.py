@@ -357,3 +357,17 @@ def test_a_runs_spans_on_the_node_continue_the_callers_trace(nodes: Nodes, ledge
     assert run.trace_id == context.trace_id.to_bytes(16, "big")
     assert run.parent_span_id == context.span_id.to_bytes(8, "big")  # the caller's span, across Ray
     assert call.parent_span_id == run.span_id
+
+
+def test_stream_and_arun_from_a_cluster_session(nodes: Nodes, ledger: Path) -> None:
+    import asyncio
+
+    async def drive(s: Any) -> tuple[list[str], Any]:
+        kinds = [e.type async for e in s.stream("print('hi')\nbump('s1')\nbump('s2')")]
+        return kinds, await s.arun("bump('s3')")
+
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        kinds, later = asyncio.run(drive(s))
+    assert kinds.count("call_started") == 2 and kinds.count("call_finished") == 2 and "stdout" in kinds
+    assert kinds[-1] == "done" and later.ok and later.value == 1
+    assert runs(ledger) == ["s1", "s2", "s3"]
