@@ -87,7 +87,7 @@ class NodeAgent:
 
     def owner(self) -> str:
         """The owner label this agent's containers carry (``sandbox._owner``)."""
-        from ..sandbox._owner import owner_id
+        from ..sandbox.cleanup import owner_id
 
         return owner_id()
 

@@ -17,7 +17,7 @@ from docker.errors import DockerException
 from ._owner import LABEL, dir_owner, owner_alive, owner_id, sessions_root
 from ._workspace import unmount_under
 
-__all__ = ["CleanupReport", "cleanup_stale", "remove_own"]
+__all__ = ["CleanupReport", "cleanup_stale", "owner_id", "remove_own"]
 
 
 @dataclass
