@@ -149,6 +149,10 @@ class ExecutionResult(BaseModel):
     diagnostics: list[Diagnostic] = Field(default_factory=list, exclude_if=lambda v: not v)
     #: The requests the code sent out through the egress broker, in order; left out when empty.
     egress: list[EgressRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: Rich outputs, like Jupyter's ``display_data``: one ``{mime: data}`` bundle per ``display(obj)``
+    #: and per matplotlib figure left open, in order (``image/png`` is base64; each entry is capped
+    #: at ``SandboxConfig.output_cap`` characters); left out when empty.
+    outputs: list[dict[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)
@@ -224,6 +228,18 @@ def _diagnostic_lines(result: ExecutionResult, max_chars: int) -> str:
     return head + "\n" + _clip_middle("\n".join(lines), max_chars)
 
 
+def _outputs_line(outputs: list[dict[str, str]]) -> str:
+    """What the model is told of rich outputs: their kinds, never their data (a PNG in base64 is
+    no use as text); the text of those that are text only."""
+    images = sum(1 for b in outputs if "image/png" in b or "image/svg+xml" in b)
+    kinds = [next((m for m in b if m != "text/plain"), "text/plain") for b in outputs]
+    head = f"outputs ({len(outputs)}: {', '.join(kinds)})"
+    if images:
+        head += f"; {images} image{'s' if images != 1 else ''} produced (shown to the user, not to you)"
+    texts = [_clip_middle(b.get("text/plain", ""), 500) for b in outputs if "image/png" not in b]
+    return head + ("\n" + "\n".join(texts) if texts else "")
+
+
 def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
     """The text fed back to the model: output, value, one line per call, the error with its line.
 
@@ -240,6 +256,8 @@ def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
         parts.append(f"stderr{note}:\n{_clip_middle(result.stderr.removesuffix(chr(10)), max_chars // 4)}")
     if result.value is not None:
         parts.append(f"value: {_clip_middle(_short(result.value, 10**9), max_chars // 4)}")
+    if result.outputs:
+        parts.append(_outputs_line(result.outputs))
     if result.calls:
         lines = [_call_line(c) for c in result.calls]
         parts.append(f"tool calls ({len(lines)}):\n" + _clip_middle("\n".join(lines), max_chars // 4))

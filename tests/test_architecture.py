@@ -47,7 +47,7 @@ IN_SANDBOX = tuple(sorted(f"sandbox/inside/{p.name}" for p in (PACKAGE / "sandbo
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
 IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "frames", "client", "kernel", "_restricted", "_restricted_ast",
-                    "_restricted_modules", "lazy_stubs", "egress_forwarder", "running"}
+                    "_restricted_modules", "lazy_stubs", "egress_forwarder", "running", "rich_output"}
 
 
 def _modules() -> dict[str, Path]:

@@ -697,12 +697,34 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                       value=bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value"))
         if done.final is not None:
             fields.update(final_answer=_shallow(done.final.get("value")), answered=True)
+        fields.update(outputs=_outputs(done.outputs, cap))
     result = ExecutionResult(ok=ok, termination=termination, error=error,
                              calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
                              restored=restored, **fields)
     result._facts = kernel_facts(done.facts) if done is not None else None
     return result
+
+
+def _outputs(raw: Any, cap: int) -> list[dict[str, str]]:
+    """The kernel's rich outputs, checked (the sandbox is hostile): ``{str: str}`` bundles only,
+    each entry at most ``cap`` characters (a longer one is replaced by a note), at most 50."""
+    if not isinstance(raw, list):
+        return []
+    bundles: list[dict[str, str]] = []
+    for item in raw[:50]:
+        if not isinstance(item, dict):
+            continue
+        bundle: dict[str, str] = {}
+        for key, data in item.items():
+            if isinstance(key, str) and isinstance(data, str):
+                if len(data) <= cap:
+                    bundle.setdefault(key[:100], data)
+                else:
+                    bundle["text/plain"] = f"<{key[:100]} of {len(data)} characters over the output cap of {cap}>"
+        if bundle:
+            bundles.append(bundle)
+    return bundles
 
 
 def _timed_out(error: CodeError, timeout_s: float) -> CodeError:

@@ -87,6 +87,7 @@ class DoneFrame:
     final: dict[str, Any] | None = None
     facts: dict[str, Any] | None = None  # for replay; checked by the runtime
     names: Any = None  # the names the cell bound, for the check; checked by the runtime
+    outputs: Any = None  # rich outputs ({mime: data} bundles); checked by the runtime
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> DoneFrame:

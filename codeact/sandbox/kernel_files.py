@@ -24,6 +24,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "sandbox/inside/_restricted_modules.py",
     "sandbox/inside/client.py",
     "sandbox/inside/lazy_stubs.py",
+    "sandbox/inside/rich_output.py",
     "sandbox/inside/egress_forwarder.py",
     "sandbox/inside/running.py",
 )

@@ -7,8 +7,10 @@ inline script only toggles elements; it never builds HTML from strings.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -159,6 +161,24 @@ def _egress(records: list[dict[str, Any]]) -> str:
     return f'<ul class="egress">{"".join(lines)}</ul>'
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def _output(bundle: dict[str, Any], limit: int) -> str:
+    """One rich output. The code that made it is hostile: a PNG or SVG goes in an ``<img>`` as a
+    data URI (an image runs no script; base64 checked), HTML only in an iframe sandboxed with no
+    permissions at all (no script, no same-origin, no forms), anything else as escaped text."""
+    png, svg, markup = bundle.get("image/png"), bundle.get("image/svg+xml"), bundle.get("text/html")
+    if isinstance(png, str) and _BASE64.fullmatch(png):
+        return f'<img class="output" alt="image output" src="data:image/png;base64,{png}">'
+    if isinstance(svg, str):
+        data = base64.b64encode(svg.encode()).decode()
+        return f'<img class="output" alt="svg output" src="data:image/svg+xml;base64,{data}">'
+    if isinstance(markup, str):
+        return f'<iframe class="output" sandbox="" srcdoc="{_e(markup)}"></iframe>'
+    return _pre("output", "output", str(bundle.get("text/plain", "")), limit)
+
+
 def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
     info = span.info
     if span.kind == "model":
@@ -186,6 +206,10 @@ def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
             body += "".join(_call_details(c, i, limit) for c, i in zip(span.calls, call_ids, strict=True))
         if info.get("egress"):
             body += '<div class="label">egress</div>' + _egress(info["egress"])
+        if info.get("outputs"):
+            body += '<div class="label">outputs</div>' + "".join(_output(o, limit) for o in info["outputs"])
+        if info.get("observation"):
+            body += _pre("observation", "observation fed back to the model", info["observation"], limit)
     cls = f"step {span.kind}" + ("" if span.ok else " error")
     return f'<li class="{cls}" id="{element_id}"><div class="step-head">{head}</div>{body}</li>'
 

@@ -144,7 +144,8 @@ def _exec_span(event: dict[str, Any], started: float, code: str, live: dict[str,
     info = {"code": code, "stdout": str(result.get("stdout") or ""), "stderr": str(result.get("stderr") or ""),
             "error": error, "termination": str(result.get("termination") or ""), "value": result.get("value"),
             "reason": result.get("reason"), "observation": str(event.get("observation") or ""),
-            "egress": [e for e in result.get("egress") or [] if isinstance(e, dict)]}
+            "egress": [e for e in result.get("egress") or [] if isinstance(e, dict)],
+            "outputs": [o for o in result.get("outputs") or [] if isinstance(o, dict)]}
     span = Span("exec", _int(event.get("turn")), started, max(t - started, 0.0), ok=bool(result.get("ok")),
                 label=f"code action (turn {_int(event.get('turn'))})", info=info)
     span.calls = _calls(result.get("calls"), (started, t), live)

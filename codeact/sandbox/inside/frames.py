@@ -85,7 +85,9 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
                    # what the cell left running (threads, processes).
                    Field("facts", "dict", required=False),
                    # The names the cell bound (None: too many to say), for the host's check.
-                   Field("names", "any", required=False, nullable=True)),
+                   Field("names", "any", required=False, nullable=True),
+                   # Rich outputs (``display``, open figures): ``{mime: data}`` bundles, checked by the host.
+                   Field("outputs", "any", required=False)),
 }
 
 #: Host → kernel.

@@ -37,12 +37,13 @@ import types
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
-    from . import client, frames, lazy_stubs, protocol, running
+    from . import client, frames, lazy_stubs, protocol, rich_output, running
 except ImportError:
     import client  # type: ignore[no-redef]
     import frames  # type: ignore[no-redef]
     import lazy_stubs  # type: ignore[no-redef]
     import protocol  # type: ignore[no-redef]
+    import rich_output  # type: ignore[no-redef]
     import running  # type: ignore[no-redef]
 
 DEFAULT_SOCKET = "/run/codeact/channel.sock"
@@ -270,6 +271,7 @@ def _encode_value(value: Any) -> Any:
     if value is None:
         return None
     try:
+        value = rich_output.json_value(value)
         if len(json.dumps(value, allow_nan=False)) <= _MAX_VALUE:
             return value
     except Exception:
@@ -329,6 +331,7 @@ class Kernel:
         for fd in self.read_fds.values():
             self.pending_output.register(fd, select.POLLIN)
         self.final: list[Any] = []
+        self.rich = rich_output.Outputs()
         #: The lane of each call this run sent, in sending order (see ``_lane``); None between runs.
         self.lanes: list[str] | None = None
         self.left_running = running.LeftRunning(set())  # its own threads are known once it serves
@@ -576,6 +579,9 @@ class Kernel:
             done["termination"] = "output_limit"
         elif exc is None:
             done["value"] = _encode_value(value)
+        outputs = self.rich.collect(int(request.get("output_cap", 1 << 20)))
+        if outputs:
+            done["outputs"] = outputs
         for name, stream in self.output.streams.items():
             done[name] = "".join(stream.parts)
             done[f"{name}_truncated"] = stream.truncated
@@ -616,6 +622,7 @@ class Kernel:
             self._compile = lazy.before_cells(self._compile, lambda: self.namespace)
         self.tool_names = [*eager, *later]
         self.namespace["aio"] = client.async_stubs(scope, stubs=lazy.functions(eager))
+        self.namespace["display"] = self.rich.display
         self.reported = set(self.namespace)  # what every cell starts with: the host knows these
 
     def _forked(self) -> None:
