@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any, Literal
 
@@ -149,9 +150,11 @@ class ExecutionResult(BaseModel):
     diagnostics: list[Diagnostic] = Field(default_factory=list, exclude_if=lambda v: not v)
     #: The requests the code sent out through the egress broker, in order; left out when empty.
     egress: list[EgressRecord] = Field(default_factory=list, exclude_if=lambda v: not v)
-    #: Rich outputs, like Jupyter's ``display_data``: one ``{mime: data}`` bundle per ``display(obj)``
-    #: and per matplotlib figure left open, in order (``image/png`` is base64; each entry is capped
-    #: at ``SandboxConfig.output_cap`` characters); left out when empty.
+    #: Rich outputs, like Jupyter's ``display_data``: one ``{mime: data}`` bundle per ``display(obj)``,
+    #: per rich cell value (a DataFrame, an image) and per matplotlib figure left open, in order.
+    #: ``image/png``/``image/jpeg`` are base64, ``application/json`` its text; capped by
+    #: ``SandboxConfig.display_cap``/``display_limit``/``display_count`` (a note says what was
+    #: dropped); left out when empty.
     outputs: list[dict[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def to_json(self, **kwargs: Any) -> str:
@@ -228,16 +231,32 @@ def _diagnostic_lines(result: ExecutionResult, max_chars: int) -> str:
     return head + "\n" + _clip_middle("\n".join(lines), max_chars)
 
 
-def _outputs_line(outputs: list[dict[str, str]]) -> str:
-    """What the model is told of rich outputs: their kinds, never their data (a PNG in base64 is
-    no use as text); the text of those that are text only."""
-    images = sum(1 for b in outputs if "image/png" in b or "image/svg+xml" in b)
-    kinds = [next((m for m in b if m != "text/plain"), "text/plain") for b in outputs]
-    head = f"outputs ({len(outputs)}: {', '.join(kinds)})"
-    if images:
-        head += f"; {images} image{'s' if images != 1 else ''} produced (shown to the user, not to you)"
-    texts = [_clip_middle(b.get("text/plain", ""), 500) for b in outputs if "image/png" not in b]
-    return head + ("\n" + "\n".join(texts) if texts else "")
+def _png_size(data: str) -> str:
+    """``W×H`` from a base64 PNG's header, or "" when it is not one."""
+    try:
+        head = base64.b64decode(data[:32])
+    except ValueError:
+        return ""
+    if len(head) < 24 or not head.startswith(b"\x89PNG"):
+        return ""
+    return f" {int.from_bytes(head[16:20], 'big')}×{int.from_bytes(head[20:24], 'big')}"
+
+
+def _outputs_line(outputs: list[dict[str, str]], max_chars: int) -> str:
+    """What the model is told of rich outputs: one line each with its kind; an image's size, never
+    its data (base64 is no use as text; images are not attached, see docs); a table's text form."""
+    lines = []
+    for n, bundle in enumerate(outputs, 1):
+        kinds = [m for m in bundle if m != "text/plain"] or ["text/plain"]
+        if "image/png" in bundle or "image/jpeg" in bundle or "image/svg+xml" in bundle:
+            size = _png_size(bundle["image/png"]) if "image/png" in bundle else ""
+            lines.append(f"[{n}] image ({kinds[0]}{size}): shown to the user, not to you")
+        else:
+            text = _clip_middle(bundle.get("text/plain", ""), 1500)
+            lines.append(f"[{n}] {', '.join(kinds)}:\n{text}" if text else f"[{n}] {', '.join(kinds)}")
+    images = sum(line.endswith("not to you") for line in lines)
+    head = f"outputs ({len(outputs)})" + (f"; {images} image{'s' if images != 1 else ''} produced" if images else "")
+    return head + ":\n" + _clip_middle("\n".join(lines), max_chars)
 
 
 def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
@@ -257,7 +276,7 @@ def render_observation(result: ExecutionResult, max_chars: int = 8000) -> str:
     if result.value is not None:
         parts.append(f"value: {_clip_middle(_short(result.value, 10**9), max_chars // 4)}")
     if result.outputs:
-        parts.append(_outputs_line(result.outputs))
+        parts.append(_outputs_line(result.outputs, max_chars // 4))
     if result.calls:
         lines = [_call_line(c) for c in result.calls]
         parts.append(f"tool calls ({len(lines)}):\n" + _clip_middle("\n".join(lines), max_chars // 4))

@@ -46,17 +46,37 @@ def docker_ready(docker_image: str) -> str:
     return docker_image
 
 
-#: What the egress tests' image bakes in: clients to drive through the broker, and pip itself.
+#: What the tests' second image bakes in, one build for both uses: clients to drive through the
+#: egress broker and pip itself; matplotlib, pandas and pillow for rich outputs.
 EGRESS_PIP = ("requests", "httpx", "pip")
+RICH_PIP = ("matplotlib", "pandas", "pillow")
 
 
 @pytest.fixture(scope="session")
-def egress_image(docker_image: str) -> str:
-    """An image with requests, httpx and pip (``codeact image build --pip ...``), built once per run."""
+def extras_image(docker_image: str) -> str:
+    """The sandbox image with ``--pip`` of :data:`EGRESS_PIP` and :data:`RICH_PIP`, built (or reused)
+    once per run; skipped only when pip cannot fetch the wheels (no route to PyPI)."""
     from codeact.sandbox.docker import sandbox_image
 
-    tag, _python = sandbox_image(SandboxConfig(pip=EGRESS_PIP))
+    try:
+        tag, _python = sandbox_image(SandboxConfig(pip=EGRESS_PIP + RICH_PIP))
+    except SandboxUnavailable as exc:
+        if "pip could not fetch" in str(exc):
+            pytest.skip(f"pip is unreachable, no image with {' '.join(EGRESS_PIP + RICH_PIP)}: {exc}")
+        raise
     return tag
+
+
+@pytest.fixture(scope="session")
+def egress_image(extras_image: str) -> str:
+    """An image with requests, httpx and pip (``codeact image build --pip ...``)."""
+    return extras_image
+
+
+@pytest.fixture(scope="session")
+def rich_image(extras_image: str) -> str:
+    """An image with matplotlib, pandas and pillow."""
+    return extras_image
 
 
 class Counter:
@@ -174,5 +194,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         params = callspec.params.values() if callspec is not None else ()
         fixtures = getattr(item, "fixturenames", ())
-        if "docker" in params or "docker_image" in fixtures or "docker_ready" in fixtures:
+        if "docker" in params or {"docker_image", "docker_ready", "rich_image"} & set(fixtures):
             item.add_marker(pytest.mark.docker)

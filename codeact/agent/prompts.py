@@ -31,6 +31,8 @@ How to act
   comprehensions, and compute with the results in the same code.
 - A failed tool call raises ToolError (.code, .message, .retryable); catch it to keep partial results.
 - The sandbox has no network access; reach outside only through the tools.
+- display(obj) shows a table, image or figure to the user (open matplotlib figures are shown
+  too); you are only told that it was shown, so print what you need to read yourself.
 
 How to finish
 - Call final_answer(value) in your code to give the final answer; the task ends there. Or

@@ -27,7 +27,7 @@ from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from ..tool_stubs.check import Checker, CheckMode, has_errors
 from ..tool_stubs.check.tier2 import TypeCheck, ty_binary
-from . import _check, _lifecycle, _retained
+from . import _check, _lifecycle, _retained, _rich
 from . import events as _events
 from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
@@ -344,6 +344,12 @@ class Session:
             self._driver = self.runtime._open_kernel(self.config, self.user_workspace, self.inputs)
         return self._driver
 
+    @property
+    def started(self) -> bool:
+        """Whether the sandbox is up: the next run will not start (or rebuild) one first."""
+        driver = self._driver
+        return driver is not None and not driver.dead and self._resume is None
+
     def start(self) -> Session:
         """Start the sandbox now rather than at the first run."""
         with self._lock:
@@ -433,7 +439,7 @@ class Session:
             sink.attach(driver)  # a listener may interrupt the run from here ...
         outcome = driver.run(code, on_call, timeout,
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
-                             grace_s=self.config.grace_s,
+                             grace_s=self.config.grace_s, display=_rich.caps(self.config),
                              max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
                              on_output=sink.output if sink is not None and sink.streams else None,
                              after_send=self._settle)
@@ -697,34 +703,13 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                       value=bounded_value(_shallow(done.value), _MAX_VALUE_CHARS, "value"))
         if done.final is not None:
             fields.update(final_answer=_shallow(done.final.get("value")), answered=True)
-        fields.update(outputs=_outputs(done.outputs, cap))
+        fields.update(outputs=_rich.checked(done.outputs, config))
     result = ExecutionResult(ok=ok, termination=termination, error=error,
                              calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
                              restored=restored, **fields)
     result._facts = kernel_facts(done.facts) if done is not None else None
     return result
-
-
-def _outputs(raw: Any, cap: int) -> list[dict[str, str]]:
-    """The kernel's rich outputs, checked (the sandbox is hostile): ``{str: str}`` bundles only,
-    each entry at most ``cap`` characters (a longer one is replaced by a note), at most 50."""
-    if not isinstance(raw, list):
-        return []
-    bundles: list[dict[str, str]] = []
-    for item in raw[:50]:
-        if not isinstance(item, dict):
-            continue
-        bundle: dict[str, str] = {}
-        for key, data in item.items():
-            if isinstance(key, str) and isinstance(data, str):
-                if len(data) <= cap:
-                    bundle.setdefault(key[:100], data)
-                else:
-                    bundle["text/plain"] = f"<{key[:100]} of {len(data)} characters over the output cap of {cap}>"
-        if bundle:
-            bundles.append(bundle)
-    return bundles
 
 
 def _timed_out(error: CodeError, timeout_s: float) -> CodeError:

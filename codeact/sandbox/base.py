@@ -37,6 +37,10 @@ class SandboxConfig(BaseModel):
     nofile: int = Field(256, ge=32)
     output_cap: int = Field(1_000_000, ge=1000, description="characters kept per stream")
     output_limit: int = Field(128_000_000, ge=1000, description="characters written before output_limit")
+    display_cap: int = Field(2_000_000, ge=100, description="characters kept per rich output entry (a PNG's "
+                             "base64, a table's HTML); a longer one is replaced by a note")
+    display_limit: int = Field(8_000_000, ge=100, description="characters of rich outputs kept per run")
+    display_count: int = Field(50, ge=1, description="rich outputs (display(), open figures) kept per run")
     max_frame_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
     policy: Literal["auto", "none", "restricted"] = Field(
         "auto", description="restricted = RestrictedPython; auto = restricted on local, none on docker"

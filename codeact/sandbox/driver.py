@@ -361,7 +361,8 @@ class KernelDriver:
             raise SandboxError(f"the kernel refused {kind!r}: {reply['error']}")
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
-            output_limit: int, grace_s: float, max_call_bytes: int | None = None,
+            output_limit: int, grace_s: float, display: dict[str, int] | None = None,
+            max_call_bytes: int | None = None,
             on_output: OutputHandler | None = None, after_send: Callable[[], None] | None = None) -> RunOutcome:
         """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
 
@@ -369,6 +370,7 @@ class KernelDriver:
         :class:`RefusedArguments`. Nothing the kernel sends makes this raise: a frame the host
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
+        ``display``: the rich outputs' caps (``display_cap``, ``display_limit``, ``display_count``).
         ``after_send``: called once the run frame is sent, while the kernel runs the code (work
         moved off the latency path; what it raises is ignored).
 
@@ -383,7 +385,7 @@ class KernelDriver:
         run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
-                        "output_limit": output_limit, **self._streaming()})
+                        "output_limit": output_limit, **(display or {}), **self._streaming()})
         except OSError:
             outcome: RunOutcome | None = self._died(interrupted=False)
         except BaseException as exc:  # raised into mid-send: how much of the frame went is unknown

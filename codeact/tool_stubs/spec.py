@@ -27,7 +27,7 @@ __all__ = ["RESERVED_NAMES", "ToolSpec", "python_identifier", "python_names"]
 
 #: Identifiers a stub must not take: what the kernel puts in the namespace, and the typing names stubs use.
 RESERVED_NAMES = frozenset(
-    {"__codeact_call__", "ToolError", "parallel", "final_answer", "aio", "Any", "Literal", "TypedDict"}
+    {"__codeact_call__", "ToolError", "parallel", "final_answer", "aio", "display", "Any", "Literal", "TypedDict"}
 )
 _MAX_PROBLEMS = 50
 _MAX_PROBLEM_CHARS = 400

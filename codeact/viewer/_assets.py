@@ -54,6 +54,10 @@ details.call.error { border-color: #f3c5c0; background: #fff8f7; }
 details.call summary { cursor: pointer; font-size: .9em; }
 details.call.flash { box-shadow: 0 0 0 3px #ffd54f; }
 .note { color: #8a6d00; font-size: .9em; }
+img.output { display: block; max-width: 100%; height: auto; border: 1px solid #eee; margin: .3em 0; background: #fff; }
+iframe.output { display: block; width: 100%; height: 16em; border: 1px solid #eee; margin: .3em 0; background: #fff; }
+details.prompt summary { cursor: pointer; font-size: .9em; }
+.bar.sandbox { background: #b0bec5; color: #222; }
 """
 
 SCRIPT = """

@@ -108,11 +108,21 @@ def _call_class(call: CallSpan) -> str:
     return cls + (" estimated" if call.estimated else "")
 
 
+def _tokens(info: dict[str, Any], sep: str = "→", unit: str = " tok") -> str:
+    """A model call's tokens; ``n/a`` when the provider reported no usage (unknown, not 0)."""
+    if info.get("tokens_in") is None:
+        return "tokens n/a"
+    return f"{info.get('tokens_in', 0)}{sep}{info.get('tokens_out', 0)}{unit}"
+
+
 def _timeline(tl: EpisodeTimeline, scale: float, steps: list[str], calls: list[tuple[CallSpan, str]]) -> str:
     model_bars, exec_bars = [], []
     for span, step_id in zip(tl.spans, steps, strict=True):
-        if span.kind == "model":
-            tokens = f"{span.info.get('tokens_in', 0)}→{span.info.get('tokens_out', 0)} tok"
+        if span.kind == "sandbox":
+            exec_bars.append(_bar("sandbox", span.start, span.duration, scale, _ms(span.duration),
+                                  f"{span.label} · {_ms(span.duration)}", step_id))
+        elif span.kind == "model":
+            tokens = _tokens(span.info)
             title = f"{span.label} · {_ms(span.duration)} · {tokens}" + ("" if span.ok else " · error")
             model_bars.append(_bar("model" + ("" if span.ok else " error"), span.start, span.duration, scale,
                                    tokens, title, step_id))
@@ -165,24 +175,32 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def _output(bundle: dict[str, Any], limit: int) -> str:
-    """One rich output. The code that made it is hostile: a PNG or SVG goes in an ``<img>`` as a
-    data URI (an image runs no script; base64 checked), HTML only in an iframe sandboxed with no
-    permissions at all (no script, no same-origin, no forms), anything else as escaped text."""
-    png, svg, markup = bundle.get("image/png"), bundle.get("image/svg+xml"), bundle.get("text/html")
-    if isinstance(png, str) and _BASE64.fullmatch(png):
-        return f'<img class="output" alt="image output" src="data:image/png;base64,{png}">'
+    """One rich output. The code that made it is hostile: a PNG, JPEG or SVG goes in an ``<img>``
+    as a data URI (an image runs no script; base64 checked), HTML only in an iframe sandboxed with
+    no permissions at all (no script, no same-origin, no forms), anything else as escaped text."""
+    for mime in ("image/png", "image/jpeg"):
+        data = bundle.get(mime)
+        if isinstance(data, str) and len(data) <= limit * 100 and _BASE64.fullmatch(data):
+            return f'<img class="output" alt="{_e(mime)} output" src="data:{mime};base64,{data}">'
+    svg, markup = bundle.get("image/svg+xml"), bundle.get("text/html")
     if isinstance(svg, str):
         data = base64.b64encode(svg.encode()).decode()
         return f'<img class="output" alt="svg output" src="data:image/svg+xml;base64,{data}">'
     if isinstance(markup, str):
-        return f'<iframe class="output" sandbox="" srcdoc="{_e(markup)}"></iframe>'
-    return _pre("output", "output", str(bundle.get("text/plain", "")), limit)
+        srcdoc = _e(_clip(markup, limit * 10))
+        return f'<iframe class="output" sandbox="" title="HTML output" srcdoc="{srcdoc}"></iframe>'
+    text = bundle.get("text/markdown") or bundle.get("application/json") or bundle.get("text/plain") or ""
+    return _pre("output", "output", str(text), limit)
 
 
 def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
     info = span.info
-    if span.kind == "model":
-        tokens = f"{info.get('tokens_in', 0)} in → {info.get('tokens_out', 0)} out tokens"
+    if span.kind == "sandbox":
+        head = f"<b>turn {span.turn} · {_e(span.label)}</b> · {_ms(span.duration)}"
+        body = ('<p class="note">Starting the sandbox (container and kernel) before the first code action; '
+                "the action's own bar starts after it.</p>")
+    elif span.kind == "model":
+        tokens = _tokens(info, " in → ", " out tokens")
         head = f"<b>turn {span.turn} · {_e(span.label)}</b> · {_ms(span.duration)} · {tokens}"
         if info.get("stop_reason"):
             head += f" · {_e(info['stop_reason'])}"
@@ -214,6 +232,18 @@ def _step(span: Span, element_id: str, call_ids: list[str], limit: int) -> str:
     return f'<li class="{cls}" id="{element_id}"><div class="step-head">{head}</div>{body}</li>'
 
 
+def _prompt(tl: EpisodeTimeline, limit: int) -> str:
+    """What the model was shown before the conversation: folded, it is long."""
+    parts = []
+    for cls, label, text in (("system", "system prompt", tl.system),
+                             ("stubs", "tool stubs (the model's view)", tl.stubs),
+                             ("tools", "tool definitions", _json(tl.tools, limit) if tl.tools else "")):
+        if text:
+            parts.append(f'<details class="prompt {cls}"><summary>{_e(label)} · {len(text)} characters</summary>'
+                         f'<pre class="{cls}">{_e(_clip(text, limit))}</pre></details>')
+    return "".join(parts)
+
+
 def render_episode(tl: EpisodeTimeline, ids: _Ids, *, scale: float | None = None, limit: int = 20_000) -> str:
     """One ``<section class="episode">``: header, timeline lanes, then every step in order."""
     scale = max(scale or tl.total, 1e-3)
@@ -227,7 +257,11 @@ def render_episode(tl: EpisodeTimeline, ids: _Ids, *, scale: float | None = None
         status = status if tl.correct else "failed"
         grade = f' <span class="badge {"ok" if tl.correct else "err"}">{"correct" if tl.correct else "wrong"}</span>'
     model_calls = sum(s.kind == "model" for s in tl.spans)
-    facts = [("turns", str(tl.turns)), ("model calls", str(model_calls)), ("tokens", f"{tl.tokens_in}→{tl.tokens_out}"),
+    tokens = f"{tl.tokens_in}→{tl.tokens_out}"
+    if tl.usage_unknown:
+        known = sum(s.kind == "model" and s.ok for s in tl.spans) - tl.usage_unknown
+        tokens = f"{tokens} (+ {tl.usage_unknown} call(s) n/a)" if known > 0 else "n/a"
+    facts = [("turns", str(tl.turns)), ("model calls", str(model_calls)), ("tokens", tokens),
              ("tool calls", f"{tl.tool_calls} ({tl.tool_errors} failed)"), ("wall", f"{tl.total:.2f} s")]
     if tl.stop_reason:
         facts.append(("stop", tl.stop_reason))
@@ -235,6 +269,7 @@ def render_episode(tl: EpisodeTimeline, ids: _Ids, *, scale: float | None = None
         facts.append(("answer", _clip(json.dumps(tl.answer, ensure_ascii=False, default=str), 300)))
     facts_html = "".join(f"<span>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in facts)
     notes = "".join(f'<p class="note">{t:.2f} s · {_e(text)}</p>' for t, text in tl.notes)
+    notes = _prompt(tl, limit) + notes
     steps = "".join(_step(s, i, c, limit) for s, i, c in zip(tl.spans, step_ids, call_ids, strict=True))
     source = f' <span class="muted">{_e(tl.source)}</span>' if tl.source else ""
     return (f'<section class="episode {status}" data-mode="{_e(tl.mode)}" data-status="{_e(tl.status)}">'

@@ -36,7 +36,8 @@ class CallSpan:
 
 @dataclass
 class Span:
-    """A model call (``kind="model"``) or an action (``"exec"``: code run / JSON tool calls)."""
+    """A model call (``kind="model"``), an action (``"exec"``: code run / JSON tool calls), or the
+    sandbox's start before the first code action (``"sandbox"``)."""
 
     kind: str
     turn: int
@@ -71,6 +72,12 @@ class EpisodeTimeline:
     source: str = ""
     #: An eval's grade of the answer (None outside an eval).
     correct: bool | None = None
+    #: What the model was shown: the system prompt, the tool stubs (code mode), the tool definitions.
+    system: str = ""
+    stubs: str = ""
+    tools: Any = None
+    #: Model calls whose reply reported no token usage (their tokens are unknown, not 0).
+    usage_unknown: int = 0
 
     @property
     def calls(self) -> list[CallSpan]:
@@ -129,8 +136,10 @@ def _model_span(event: dict[str, Any], pending: dict[int, float]) -> Span:
     response = _dict(event.get("response"))
     usage = _dict(response.get("usage"))
     tool_calls = [_dict(c) for c in response.get("tool_calls") or [] if isinstance(c, dict)]
+    known = usage.get("reported", True) is not False  # unknown usage is not 0 tokens
     info = {"text": str(response.get("text") or ""), "stop_reason": str(response.get("stop_reason") or ""),
-            "tokens_in": _int(usage.get("input_tokens")), "tokens_out": _int(usage.get("output_tokens")),
+            "tokens_in": _int(usage.get("input_tokens")) if known else None,
+            "tokens_out": _int(usage.get("output_tokens")) if known else None,
             "tool_calls": [{"name": str(c.get("name", "?")), "arguments": c.get("arguments")} for c in tool_calls],
             "duration_ms": _num(event.get("duration_ms"))}
     return Span("model", _int(event.get("turn")), start, max(t - start, duration, 0.0), ok=True,
@@ -152,6 +161,18 @@ def _exec_span(event: dict[str, Any], started: float, code: str, live: dict[str,
     return span
 
 
+def _begin(tl: EpisodeTimeline, event: dict[str, Any]) -> None:
+    """The episode's header (what the model was shown), or the sandbox's start as a span of its own."""
+    if event.get("event") == "episode_start":
+        tl.task, tl.mode, tl.model = (str(event.get(k) or "") for k in ("task", "mode", "model"))
+        tl.system, tl.stubs = str(event.get("system") or ""), str(event.get("stubs") or "")
+        tl.tools = event.get("tools")
+        return
+    t, duration = _num(event.get("t")), max(_num(event.get("duration_ms")) / 1000, 0.0)
+    tl.spans.append(Span("sandbox", _int(event.get("turn")), max(t - duration, 0.0), duration,
+                         label="sandbox start (cold start, before the action)"))
+
+
 def build_timeline(events: list[dict[str, Any]], source: str = "") -> EpisodeTimeline:
     """Arrange the events of one episode (one trace file) as a timeline."""
     tl = EpisodeTimeline(source=source)
@@ -163,8 +184,8 @@ def build_timeline(events: list[dict[str, Any]], source: str = "") -> EpisodeTim
     for event in events:
         kind, t = event.get("event"), _num(event.get("t"))
         tl.total = max(tl.total, t)
-        if kind == "episode_start":
-            tl.task, tl.mode, tl.model = (str(event.get(k) or "") for k in ("task", "mode", "model"))
+        if kind in ("episode_start", "sandbox_start"):
+            _begin(tl, event)
         elif kind == "model_request":
             requests[_int(event.get("call"))] = t
         elif kind == "model_response":
@@ -205,6 +226,7 @@ def build_timeline(events: list[dict[str, Any]], source: str = "") -> EpisodeTim
         tl.spans.append(span)
     if not any(e.get("event") == "episode_end" for e in events):
         tl.turns = len({s.turn for s in tl.spans if s.kind == "exec"})
+        tl.usage_unknown = sum(s.kind == "model" and s.ok and s.info.get("tokens_in") is None for s in tl.spans)
         tl.tokens_in = sum(_int(s.info.get("tokens_in")) for s in tl.spans)
         tl.tokens_out = sum(_int(s.info.get("tokens_out")) for s in tl.spans)
         tl.tool_calls = len(tl.calls)
@@ -218,5 +240,6 @@ def _finish(tl: EpisodeTimeline, episode: dict[str, Any]) -> None:
     tl.answer = episode.get("answer")
     tl.turns = _int(episode.get("turns"))
     tl.tokens_in, tl.tokens_out = _int(episode.get("tokens_in")), _int(episode.get("tokens_out"))
+    tl.usage_unknown = _int(episode.get("usage_unknown"))
     tl.tool_calls, tl.tool_errors = _int(episode.get("tool_calls")), _int(episode.get("tool_errors"))
     tl.total = max(tl.total, _num(episode.get("wall_s")))

@@ -1,8 +1,12 @@
-"""Rich outputs in the viewer: a displayed PIL image, an open matplotlib figure and an HTML table
-from a real agent run, shown in headless Chromium (the image loaded, the HTML sandboxed)."""
+"""Rich outputs in the viewer, end to end: a code agent on Docker (image built with ``--pip
+matplotlib pandas pillow``) makes a matplotlib figure, a DataFrame and a ``display()``ed PIL
+image; the trace holds the bundles; headless Chromium shows the page, the images loaded (their
+pixels in the screenshot), the HTML table in a sandboxed iframe whose script never runs."""
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,15 +17,13 @@ from codeact.agent import CodeActAgent, ScriptedModel
 from codeact.viewer import write_view
 from tests.browser import Chromium, find_chromium
 from tests.conftest import Counter, make_tools
+from tests.runtime.test_rich_docker import RICH_CODE
 
-_CODE = '''
-import matplotlib.pyplot as plt
-from PIL import Image
+_HOSTILE = '''
 class Table:
     def _repr_html_(self):
         return "<table><tr><td>42</td></tr></table><script>parent.__pwned = 1</script>"
-plt.plot([1, 3, 2])
-display(Image.new("RGB", (20, 10), "red"), Table())
+display(Table())
 '''
 
 
@@ -34,22 +36,35 @@ def browser() -> Iterator[Chromium]:
         yield chromium
 
 
-def test_rich_outputs_render_in_the_viewer(browser: Chromium, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    pytest.importorskip("PIL")
+def test_rich_outputs_render_in_the_viewer(browser: Chromium, rich_image: str, tmp_path: Path) -> None:
+    PIL_Image = pytest.importorskip("PIL.Image")
     trace = tmp_path / "rich.jsonl"
-    script = [f"```python\n{_CODE}\n```", "```python\nfinal_answer(1)\n```"]
-    with Runtime(make_tools(Counter()), SandboxConfig(backend="local", policy="none", timeout_s=30)) as rt:
-        CodeActAgent(ScriptedModel(script), rt.toolset, runtime=rt, trace_path=trace).run("plot")
+    script = [f"```python\n{_HOSTILE + RICH_CODE}\n```", "```python\nfinal_answer(1)\n```"]
+    config = SandboxConfig(backend="docker", image=rich_image, timeout_s=60, memory_mb=1024)
+    with Runtime(make_tools(Counter()), config) as rt:
+        episode = CodeActAgent(ScriptedModel(script), rt.toolset, runtime=rt, trace_path=trace).run("plot")
+    assert episode.status == "answered"
+    executions = [e for e in map(json.loads, trace.read_text().splitlines()) if e["event"] == "execution"]
+    kinds = [sorted(b) for b in executions[0]["result"]["outputs"]]
+    assert kinds == [["text/html", "text/plain"], ["image/png", "text/plain"], ["text/html", "text/plain"],
+                     ["image/png", "text/plain"]]  # hostile table, PIL image, DataFrame value, open figure
+
     browser.open(write_view(trace, tmp_path / "rich.html"))
     facts = browser.evaluate("""(() => ({
-      loaded: [...document.querySelectorAll("img.output")].map(i => i.complete && i.naturalWidth > 0),
-      frames: [...document.querySelectorAll("iframe.output")].map(f => f.getAttribute("sandbox")),
+      images: [...document.querySelectorAll("img.output")].map(i => [i.complete, i.naturalWidth, i.naturalHeight]),
+      frames: [...document.querySelectorAll("iframe.output")].map(f => [f.getAttribute("sandbox"),
+                                                                        f.getAttribute("srcdoc")]),
       observation: [...document.querySelectorAll("pre.observation")].map(p => p.textContent).join(" "),
       pwned: window.__pwned === 1,
     }))()""")
-    assert facts["loaded"] == [True, True]  # the PIL image, then the figure left open
-    assert facts["frames"] == [""] and not facts["pwned"]
+    assert facts["images"][0] == [True, 30, 20]  # the PIL image, decoded by the browser
+    assert facts["images"][1][0] and facts["images"][1][1] > 100  # the figure
+    assert [f[0] for f in facts["frames"]] == ["", ""] and not facts["pwned"]
+    assert "Oslo" in facts["frames"][1][1] and "<table" in facts["frames"][1][1]
     assert "2 images produced" in facts["observation"]
-    shot = browser.screenshot(tmp_path / "rich.png", full_page=True)
-    assert shot.read_bytes()[:4] == b"\x89PNG"
+
+    browser.evaluate('document.querySelector("img.output").scrollIntoView()')
+    shot = browser.screenshot(tmp_path / "rich.png")
+    pixels = PIL_Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    red = {color: n for n, color in pixels.getcolors(maxcolors=1 << 24)}.get((255, 0, 0), 0)
+    assert red >= 30 * 20  # the displayed image is on screen, all of its pixels

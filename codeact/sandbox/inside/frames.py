@@ -94,7 +94,10 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
 FROM_HOST: dict[str, dict[str, Field]] = {
     "setup": _frame(Field("stubs", "str"), Field("max_frame", "int", required=False)),
     "run": _frame(Field("id", "str"), Field("code", "str"), Field("output_cap", "int"),
-                  Field("output_limit", "int"), Field("stream", "bool", required=False)),
+                  Field("output_limit", "int"), Field("stream", "bool", required=False),
+                  # The caps of the rich outputs (``SandboxConfig.display_*``); the host checks again.
+                  Field("display_cap", "int", required=False), Field("display_limit", "int", required=False),
+                  Field("display_count", "int", required=False)),
     "result": _frame(Field("seq", "int"), Field("ok", "bool"), Field("value", "any", required=False),
                      Field("error", "dict", required=False)),
     # Back to the namespace as setup left it (a batch's next item); answered by ``ready``.

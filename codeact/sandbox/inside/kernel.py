@@ -271,9 +271,13 @@ def _encode_value(value: Any) -> Any:
     if value is None:
         return None
     try:
-        value = rich_output.json_value(value)
-        if len(json.dumps(value, allow_nan=False)) <= _MAX_VALUE:
-            return value
+        try:
+            if len(json.dumps(value, allow_nan=False)) <= _MAX_VALUE:
+                return value
+        except TypeError:  # not JSON as it is: a set, a numpy number, a date ... has a JSON form
+            converted = rich_output.json_value(value)
+            if len(json.dumps(converted, allow_nan=False)) <= _MAX_VALUE:
+                return converted
     except Exception:
         pass
     except BaseException:
@@ -297,6 +301,8 @@ def _fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
         done["value"] = f"<the value did not fit the channel's frame limit of {limit} bytes>"
     if done.get("final") is not None:
         done["final"] = {"value": f"<the final answer did not fit the channel's frame limit of {limit} bytes>"}
+    if done.get("outputs"):
+        done["outputs"] = [{"text/plain": f"<the rich outputs did not fit the channel's frame limit of {limit} bytes>"}]
     if done.get("names"):
         done["names"] = None  # the host then treats the namespace as unknown
     if done.get("error"):
@@ -579,7 +585,11 @@ class Kernel:
             done["termination"] = "output_limit"
         elif exc is None:
             done["value"] = _encode_value(value)
-        outputs = self.rich.collect(int(request.get("output_cap", 1 << 20)))
+        if exc is None and value is not None and rich_output.is_rich(value):
+            self.rich.display(value)  # a DataFrame or a figure as the cell's value: shown, as in Jupyter
+        outputs = self.rich.collect(int(request.get("display_cap", 2_000_000)),
+                                    int(request.get("display_limit", 8_000_000)),
+                                    int(request.get("display_count", 50)))
         if outputs:
             done["outputs"] = outputs
         for name, stream in self.output.streams.items():

@@ -29,7 +29,7 @@ from codeact.tool_stubs.spec import ToolSpec
 
 __all__ = ["TypeCheck", "ty_binary"]
 
-_HELPERS = ("ToolError", "parallel", "final_answer", "aio")
+_HELPERS = ("ToolError", "parallel", "final_answer", "aio", "display")
 #: The longest one type check may take; past it the cell runs without tier 2's findings.
 TIMEOUT_S = 10.0
 
