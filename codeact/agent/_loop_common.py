@@ -64,6 +64,7 @@ class EpisodeState:
         self.cuts = 0
         self.retryable = False
         self.usage_unknown = 0
+        self.sandbox_start_s = 0.0  # starting the sandbox, inside the wall time (code mode)
         self.outcome: tuple[EpisodeStatus, str, Any, str | None] | None = None
 
     # -- accounting ------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ class EpisodeState:
                        tool_errors=sum(not r.ok for r in self.records), errors=dict(self.errors),
                        wall_s=round(self.trace.elapsed(), 4), records=self.records, trace_path=trace_path,
                        detail=detail, retryable=self.retryable and status == "error",
-                       usage_unknown=self.usage_unknown)
+                       usage_unknown=self.usage_unknown, sandbox_start_s=round(self.sandbox_start_s, 4))
 
 
 class AgentBase(abc.ABC):
@@ -198,7 +199,8 @@ class AgentBase(abc.ABC):
         self._stop, self._active = False, (asyncio.get_running_loop(), runtime)
         try:
             trace.emit("episode_start", task=task, mode=self.mode, model=self.model.model,
-                       config=self._config(runtime), system=self._system(runtime), tools=self._tool_defs(runtime))
+                       config=self._config(runtime), system=self._system(runtime), tools=self._tool_defs(runtime),
+                       **self._stubs(runtime))
             try:
                 with tracing.span(f"invoke_agent {type(self).__name__}", {
                         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": type(self).__name__,
@@ -234,6 +236,10 @@ class AgentBase(abc.ABC):
 
     @abc.abstractmethod
     def _system(self, runtime: Runtime) -> str: ...
+
+    def _stubs(self, runtime: Runtime) -> dict[str, str]:
+        """The tool stubs the model is shown, for the trace (``{"stubs": ...}``; none by default)."""
+        return {}
 
     @abc.abstractmethod
     def _tool_defs(self, runtime: Runtime) -> list[dict[str, Any]]: ...

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ class CodeActAgent(AgentBase):
 
     def _system(self, runtime: Runtime) -> str:
         return code_system_prompt(runtime.prompt_view, self.system_prompt)
+
+    def _stubs(self, runtime: Runtime) -> dict[str, str]:
+        return {"stubs": runtime.prompt_view}
 
     def _tool_defs(self, runtime: Runtime) -> list[dict[str, Any]]:
         return [execute_python_tool().to_anthropic()] if self.code_tool else []
@@ -139,6 +143,12 @@ class CodeActAgent(AgentBase):
         if left <= 0:
             state.stop_budget("max_wall_s", f"{state.budget.max_wall_s:g} s of wall time used")
             return None
+        if not session.started:  # the cold start, timed apart from the action it precedes
+            began = time.perf_counter()
+            await asyncio.to_thread(session.start)
+            took = time.perf_counter() - began
+            state.sandbox_start_s += took
+            state.trace.emit("sandbox_start", turn=state.turns, duration_ms=round(took * 1000, 2))
         state.trace.emit("code", turn=state.turns, source=source, call_id=call_id, code=code)
         result = await asyncio.to_thread(session.run, code, timeout_s=min(session.config.timeout_s, left),
                                          on_event=turn_events(state.trace, state.turns))

@@ -77,6 +77,8 @@ class Episode(BaseModel):
     retryable: bool = False
     #: Model calls whose reply reported no token usage: their tokens are unknown (counted as 0).
     usage_unknown: int = 0
+    #: Of ``wall_s``, the time spent starting the sandbox (the first code action's cold start).
+    sandbox_start_s: float = 0.0
 
     @property
     def tokens(self) -> int:

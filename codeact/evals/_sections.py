@@ -16,7 +16,8 @@ def _pct(x: float) -> str:
 def mode_table(report: Report) -> tuple[list[str], list[list[str]]]:
     """The per-mode table (header, rows), shared by Markdown and HTML."""
     header = ["mode", "episodes", "success", "95% CI (Wilson)", "turns", "model calls", "tokens in", "tokens out",
-              "tool calls", "wall s", "tokens / success", *(f"errors: {layer}" for layer in LAYERS)]
+              "tool calls", "wall s", "of which sandbox start s", "tokens / success",
+              *(f"errors: {layer}" for layer in LAYERS)]
     rows = []
     for s in report.modes:
         unknown = "unknown" if s.usage_unknown_calls else "–"
@@ -25,7 +26,7 @@ def mode_table(report: Report) -> tuple[list[str], list[list[str]]]:
         tout = f"{s.tokens_out:.1f}" if s.tokens_out is not None else "unknown"
         rows.append([s.mode, str(s.episodes), f"{_pct(s.success_rate)} ({s.successes}/{s.episodes})",
                      f"[{_pct(s.ci_low)}, {_pct(s.ci_high)}]", f"{s.turns:.2f}", f"{s.model_calls:.2f}",
-                     tin, tout, f"{s.tool_calls:.2f}", f"{s.wall_s:.3f}", tps,
+                     tin, tout, f"{s.tool_calls:.2f}", f"{s.wall_s:.3f}", f"{s.sandbox_start_s:.3f}", tps,
                      *(str(s.errors.get(layer, 0)) for layer in LAYERS)])
     return header, rows
 
@@ -46,7 +47,9 @@ def notes(report: Report) -> list[str]:
     """The lines saying how to read the numbers: unit of analysis, token source, warnings."""
     notes = ["Unit of analysis: the task (each mode's success rate per task over its repeats); per-mode rates "
              "and means are over the compared episodes: those whose task and repeat finished in both modes.",
-             f"Tokens: {report.token_source}."]
+             f"Tokens: {report.token_source}.",
+             "Wall s: the whole episode, the sandbox's start included; \"of which sandbox start s\" is that "
+             "start (the first code action's cold start, a pooled sandbox's hand-over), shown apart."]
     notes += [f"Warning: {w}." for w in report.warnings]
     return notes
 

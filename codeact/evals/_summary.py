@@ -55,6 +55,8 @@ class ModeStats:
     error_episodes: int = 0
     not_run: int = 0
     usage_unknown_calls: int = 0
+    #: Of ``wall_s`` (the whole episode), the mean time spent starting the sandbox.
+    sandbox_start_s: float = 0.0
 
 
 @dataclass
@@ -103,6 +105,7 @@ def _mode_stats(mode: str, rows: list[EpisodeResult]) -> ModeStats:
         tokens_out=_mean([r.tokens_out for r in rows]) if known else None,
         tool_calls=_mean([r.tool_calls for r in rows]), wall_s=_mean([r.wall_s for r in rows]),
         tokens_per_success=tokens / ok if ok and known else None, errors=errors, status=status,
+        sandbox_start_s=_mean([r.sandbox_start_s for r in rows]),
         turns_hist=dict(sorted(hist.items())),
     )
 

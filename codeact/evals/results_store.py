@@ -53,6 +53,8 @@ class EpisodeResult(BaseModel):
     tool_errors: int = 0
     errors: dict[str, int] = Field(default_factory=dict)
     wall_s: float = 0.0
+    #: Of ``wall_s``, the time spent starting the sandbox.
+    sandbox_start_s: float = 0.0
     records: list[dict[str, Any]] = Field(default_factory=list)
     trace_path: str | None = None
     worker: str = ""

@@ -139,3 +139,15 @@ def test_an_unfinished_episode_counts_once() -> None:
     assert (acc.finished, acc.provider_errors, acc.harness_failures) == (1, 1, 0)
     only_harness, _, _ = account([fine], None, {key: "RuntimeError: harness broke"}, ["json"])
     assert (only_harness["json"].provider_errors, only_harness["json"].harness_failures) == (0, 1)
+
+
+def test_wall_seconds_say_what_of_them_was_the_sandbox_start(tmp_path: Path) -> None:
+    from codeact.evals.report import mode_table, notes
+
+    results = [_result("t1", "code", 0).model_copy(update={"sandbox_start_s": 0.2}),
+               _result("t1", "json", 0)]
+    report = summarize(results)
+    header, rows = mode_table(report)
+    wall, start = header.index("wall s"), header.index("of which sandbox start s")
+    assert [(r[0], r[wall], r[start]) for r in rows] == [("code", "0.500", "0.200"), ("json", "0.500", "0.000")]
+    assert any("the sandbox's start included" in line for line in notes(report))

@@ -140,12 +140,13 @@ def test_weather_report_numbers_match_an_independent_recount(weather_run: tuple[
         assert row[4:9] == [f"{mean['turns']:.2f}", f"{mean['model_calls']:.2f}", f"{mean['tokens_in']:.1f}",
                             f"{mean['tokens_out']:.1f}", f"{mean['tool_calls']:.2f}"]
         assert float(row[9]) > 0  # wall seconds
+        assert 0 <= float(row[10]) <= float(row[9])  # of which the sandbox's start
         tokens = sum(ep["tokens_in"] + ep["tokens_out"] for ep in eps)
-        assert row[10] == f"{tokens / ok:.1f}"
+        assert row[11] == f"{tokens / ok:.1f}"
         layers = ("syntax", "runtime", "tool", "budget", "model")
-        assert row[11:16] == [str(sum(ep["errors"][layer] for ep in eps)) for layer in layers]
+        assert row[12:17] == [str(sum(ep["errors"][layer] for ep in eps)) for layer in layers]
     # the timed-out service and the ambiguous city surface as tool errors in both modes
-    assert int(table["code"][13]) >= 3 and int(table["json"][13]) >= 2
+    assert int(table["code"][14]) >= 3 and int(table["json"][14]) >= 2
     paired = md_rows(written["markdown"].read_text(), "## Code vs JSON, per task")
     assert paired["weather.ambiguous_city"][1:3] == ["0/1", "1/1"]
     assert paired["weather.at_least_20c"][1:3] == ["1/1", "0/1"]

@@ -53,8 +53,8 @@ def test_timeline_of_a_code_trace(hostile_trace: Path) -> None:
     tl = build_timeline(load_trace(hostile_trace))
     assert tl.mode == "code" and tl.status == "answered" and tl.answer == HOSTILE
     kinds = [s.kind for s in tl.spans]
-    assert kinds == ["model", "exec", "model", "exec", "model", "exec"]
-    first, failed = tl.spans[1], tl.spans[3]
+    assert kinds == ["model", "sandbox", "exec", "model", "exec", "model", "exec"]
+    first, failed = tl.spans[2], tl.spans[4]
     assert HOSTILE in first.info["stdout"] and HOSTILE in first.info["stderr"] and "print(" in first.info["code"]
     assert len(first.calls) == 1 and first.calls[0].name == "get_weather"
     call = first.calls[0]
@@ -71,7 +71,7 @@ def test_call_starts_are_estimated_in_traces_without_live_events(hostile_trace: 
     old.write_text("".join(line + "\n" for line in hostile_trace.read_text().splitlines()
                            if json.loads(line)["event"] not in ("call_started", "call_finished", "stdout", "stderr")))
     tl = build_timeline(load_trace(old))
-    exec_span = tl.spans[1]
+    exec_span = tl.spans[2]
     assert exec_span.calls[0].estimated and exec_span.calls[0].start == exec_span.start
     assert "start estimated" in render_trace(old)
 
@@ -120,8 +120,8 @@ def test_a_trace_cut_short_still_shows(hostile_trace: Path, tmp_path: Path) -> N
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:first_call + 1]) + "\n")  # killed while the first call ran
     tl = build_timeline(load_trace(cut))
-    assert tl.status == "unfinished" and [s.kind for s in tl.spans] == ["model", "exec"]
-    running = tl.spans[1]
+    assert tl.status == "unfinished" and [s.kind for s in tl.spans] == ["model", "sandbox", "exec"]
+    running = tl.spans[2]
     assert not running.ok and running.info["termination"] == "unfinished" and "print(" in running.info["code"]
     assert tl.tool_calls == 1 and running.calls[0].name == "get_weather" and not running.calls[0].estimated
     assert 'data-status="unfinished"' in write_view(cut).read_text()
