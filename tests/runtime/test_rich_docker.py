@@ -5,6 +5,7 @@ numpy values as numbers; a cell that uses none of them loads none of them."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 from codeact import Runtime, SandboxConfig
 from codeact.results import render_observation
@@ -60,3 +61,12 @@ def test_a_plain_cell_imports_none_of_them(rich_image: str) -> None:
         result = session.run("import sys\nx = {1, 2}\ndisplay(x)\n"
                              "sorted(m for m in ('matplotlib', 'PIL', 'pandas', 'numpy') if m in sys.modules)")
         assert result.value == [] and result.outputs == [{"text/plain": "{1, 2}"}]
+
+
+def test_the_rich_outputs_example_writes_its_chart_and_table(rich_image: str, tmp_path: Path) -> None:
+    from examples.rich_outputs import run
+
+    written = run(rich_image, tmp_path)
+    assert [p.name for p in written] == ["table-1.html", "chart-2.png"]
+    assert "<table" in written[0].read_text() and "Apr" in written[0].read_text()
+    assert written[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
