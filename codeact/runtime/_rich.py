@@ -62,6 +62,9 @@ def checked(raw: Any, config: SandboxConfig) -> list[dict[str, str]]:
             why["not an object"] = why.get("not an object", 0) + 1
             continue
         bundle: dict[str, str] = {}
+        if len(item) > len(MIMES):  # more entries than there are types: the rest are not looked at
+            why["entries past the known types' number"] = why.get("entries past the known types' number", 0) + \
+                len(item) - len(MIMES)
         for mime, data in list(item.items())[: len(MIMES)]:
             problem = _problem(mime, data, config.display_cap)
             if problem is None:

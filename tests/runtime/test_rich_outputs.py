@@ -133,6 +133,7 @@ def test_checked_refuses_what_is_not_a_list_and_bounds_the_total() -> None:
     config = SandboxConfig(backend="local", display_limit=100)
     assert checked(None, config) == []
     assert "not a list" in checked({"text/plain": "x"}, config)[0]["text/plain"]
+    assert "3 entries past" in checked([{f"x/{i}": "" for i in range(10)}], config)[0]["text/plain"]
     out = checked([{"text/plain": "a" * 60}, {"text/plain": "b" * 60}, {7: "x"}], config)
     assert out[0] == {"text/plain": "a" * 60}
     assert "1 over display_limit=100" in out[1]["text/plain"] and "key that is not a string" in out[1]["text/plain"]

@@ -63,8 +63,24 @@ def test_rich_outputs_render_in_the_viewer(browser: Chromium, rich_image: str, t
     assert "Oslo" in facts["frames"][1][1] and "<table" in facts["frames"][1][1]
     assert "2 images produced" in facts["observation"]
 
+    _an_eval_run_shows_them_too(trace, tmp_path / "run")
+
     browser.evaluate('document.querySelector("img.output").scrollIntoView()')
     shot = browser.screenshot(tmp_path / "rich.png")
     pixels = PIL_Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
     red = {color: n for n, color in pixels.getcolors(maxcolors=1 << 24)}.get((255, 0, 0), 0)
     assert red >= 30 * 20  # the displayed image is on screen, all of its pixels
+
+
+def _an_eval_run_shows_them_too(trace: Path, run: Path) -> None:
+    """The page of an eval run directory (``codeact view RUN``) renders the episode's outputs alike."""
+    from codeact.evals.results_store import EpisodeResult, ResultsStore, RunMeta
+
+    (run / "traces").mkdir(parents=True)
+    (run / "traces" / trace.name).write_bytes(trace.read_bytes())
+    RunMeta(suite="rich", suite_ref="rich", model="scripted", modes=["code"], repeats=1).write(run)
+    with ResultsStore(run / "results.jsonl") as store:
+        store.append(EpisodeResult(task_id="plot", mode="code", repeat=0, correct=True, status="answered",
+                                   stop_reason="answer", trace_path=str(trace)))
+    page = write_view(run).read_text()
+    assert page.count('<img class="output"') == 2 and page.count('<iframe class="output" sandbox=""') == 2
