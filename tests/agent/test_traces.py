@@ -38,7 +38,7 @@ def test_code_trace_lines(runtime: Runtime, tmp_path: Path) -> None:
     assert events == seen and episode.trace_path == str(trace)
     kinds = [e["event"] for e in events]
     live = ["call_started", "call_finished"] * 2 + ["stdout"]  # the second action's run, as it happened
-    assert kinds == ["episode_start", "model_request", "model_response", "code", "execution",
+    assert kinds == ["episode_start", "model_request", "model_response", "sandbox_start", "code", "execution",
                      "model_request", "model_response", "code", *live, "execution",
                      "model_request", "model_response", "episode_end"]
     started = [e for e in events if e["event"] == "call_started"]
@@ -58,9 +58,11 @@ def test_code_trace_lines(runtime: Runtime, tmp_path: Path) -> None:
     response = events[2]["response"]
     assert response["stop_reason"] == "end_turn" and response["usage"]["output_tokens"] > 0
     assert events[2]["duration_ms"] >= 0 and "raw" not in response
-    failed = events[4]
+    assert events[3]["duration_ms"] >= 0 and events[3]["t"] <= events[4]["t"]  # the sandbox, before the code
+    assert "def get_weather" in start["stubs"]
+    failed = events[5]
     assert failed["result"]["error"]["type"] == "ZeroDivisionError" and "line 1" in failed["observation"]
-    assert events[8]["result"]["calls"][1]["arguments"] == {"city": "Beijing"}
+    assert events[9]["result"]["calls"][1]["arguments"] == {"city": "Beijing"}
     assert events[-1]["episode"] == episode.model_dump(mode="json")
 
 

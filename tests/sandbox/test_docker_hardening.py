@@ -197,7 +197,9 @@ def test_empty_environment(session: Session) -> None:
     env = inside(session, "import os\ndict(os.environ)")
     assert "CODEACT_TEST_HOST_SECRET" not in env
     assert set(env) <= {"PATH", "HOSTNAME", "LANG", "PYTHONDONTWRITEBYTECODE", "HOME", "PYTHONPATH", "TERM",
-                        "PYTHONHASHSEED"}, env  # the last: sandbox.base.KERNEL_ENV, for replay
+                        "PYTHONHASHSEED",  # sandbox.base.KERNEL_ENV, for replay
+                        "MPLBACKEND", "MPLCONFIGDIR"}, env  # the kernel's, for figures (inside/rich_output.py)
+    assert env.get("MPLBACKEND") == "Agg"
 
 
 def test_no_docker_socket_and_no_host_paths(session: Session) -> None:
