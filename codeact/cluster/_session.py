@@ -21,6 +21,7 @@ from ..errors import RuntimeClosed, SandboxError
 from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
+from ..sandbox.base import SandboxConfig
 
 if TYPE_CHECKING:
     from ._cluster import Deployment
@@ -48,6 +49,18 @@ class ClusterSession:
         self.node_id: str = ""
         self._agent: Any = None
         self._place(snapshot, lazy=lazy)
+
+    @property
+    def config(self) -> SandboxConfig:
+        return self._deployment.runtime.config
+
+    @property
+    def started(self) -> bool:
+        """Placed on a node (its sandbox there starts at the first run, inside that run's time)."""
+        return self._agent is not None
+
+    def start(self) -> ClusterSession:
+        return self
 
     # -- placement -------------------------------------------------------------------------------
     def _place(self, snapshot: Snapshot | None, *, lazy: bool, exclude: frozenset[str] = frozenset()) -> None:

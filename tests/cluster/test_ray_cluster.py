@@ -371,3 +371,15 @@ def test_stream_and_arun_from_a_cluster_session(nodes: Nodes, ledger: Path) -> N
     assert kinds.count("call_started") == 2 and kinds.count("call_finished") == 2 and "stdout" in kinds
     assert kinds[-1] == "done" and later.ok and later.value == 1
     assert runs(ledger) == ["s1", "s2", "s3"]
+
+
+def test_the_code_agent_runs_its_actions_on_the_cluster(nodes: Nodes, ledger: Path) -> None:
+    from codeact.agent import CodeActAgent
+    from codeact.testing.fake_server import FakeModelServer
+    from tests.agent.test_code_agent import client_for, fenced
+
+    with FakeModelServer([fenced("print(bump('agent'))"), "Done."]) as fake, \
+            Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
+        episode = CodeActAgent(client_for(fake, "openai"), rt.toolset, runtime=rt).run("Count once")
+    assert episode.status == "answered" and [r.name for r in episode.records] == ["bump"]
+    assert runs(ledger) == ["agent"]
