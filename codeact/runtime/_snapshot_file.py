@@ -83,10 +83,11 @@ def read_signed(path: str | os.PathLike[str], secret: bytes, max_bytes: int) -> 
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SnapshotInvalid(f"cannot read snapshot {where}: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which raises IsADirectoryError on a directory
+        os.close(fd)
+        raise SnapshotInvalid(f"{where} is not a regular file")
     with os.fdopen(fd, "rb", buffering=0) as stream:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SnapshotInvalid(f"{where} is not a regular file")
         if info.st_size > max_bytes:
             raise SnapshotInvalid(f"{where}: {info.st_size} bytes is over the snapshot limit of {max_bytes}")
         os.set_blocking(fd, True)
