@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from typing import Any
 
 import jsonschema
 import pytest
 from pydantic import BaseModel
 
+from codeact.runtime import _admission
 from codeact.runtime._admission import ArgumentConverter, RateLimiter, SessionGate, converter_for, fast_check_for
 
 
@@ -28,6 +30,26 @@ def test_rate_limiter_spaces_starts_by_the_interval() -> None:
     asyncio.run(go())
     assert starts[1] - starts[0] >= 0.05 and starts[2] - starts[1] >= 0.05
     assert limiter.last_start == starts[2] or abs(limiter.last_start - starts[2]) < 0.01
+
+
+def test_rate_limiter_waits_again_after_an_early_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sleep that returns early (half the delay) is followed by another: starts stay an interval apart."""
+    real_sleep = asyncio.sleep
+
+    async def early(delay: float) -> None:
+        await real_sleep(delay / 2)
+
+    monkeypatch.setattr(_admission, "asyncio", types.SimpleNamespace(Lock=asyncio.Lock, sleep=early))
+    limiter = RateLimiter(10.0)
+    starts: list[float] = []
+
+    async def go() -> None:
+        for _ in range(2):
+            await limiter.wait()
+            starts.append(time.monotonic())
+
+    asyncio.run(go())
+    assert starts[1] - starts[0] >= 0.1
 
 
 def test_rate_limiter_first_call_does_not_wait() -> None:
@@ -117,6 +139,11 @@ def test_fast_check_agrees_with_jsonschema_on_every_field_type(closed: bool) -> 
     assert not check({}) and not check({"i": 1})  # "s" is required
 
 
+def test_fast_check_without_additional_properties_is_open() -> None:
+    check = fast_check_for({"type": "object", "properties": {"s": {"type": "string"}}})
+    assert check is not None and check({"s": "a", "other": [1]}) and not check({"s": 1})
+
+
 def test_fast_check_declines_what_it_cannot_vouch_for() -> None:
     base = {"type": "object", "properties": {"x": {"type": "string"}}}
     assert fast_check_for(base) is not None
@@ -124,7 +151,9 @@ def test_fast_check_declines_what_it_cannot_vouch_for() -> None:
     for odd in ({**base, "type": "array"}, {**base, "minProperties": 1}, {**base, "additionalProperties": {}},
                 {**base, "properties": []}, {**base, "properties": {"x": {"type": "string", "minLength": 1}}},
                 {**base, "properties": {"x": "string"}}, {**base, "required": "x"}, {**base, "required": [1]},
-                {**base, "properties": {"x": {"type": "array"}}}, [base]):
+                {**base, "properties": {"x": {"type": "array"}}}, [base],
+                *({"type": "object", "properties": {"x": {"type": odd}}}
+                  for odd in ([], ["string", "date"], [["string"]], [1], {"string": 1}, 3, None))):
         assert fast_check_for(odd) is None, odd
     assert fast_check_for({**base, "properties": {"x": {"type": "string", "default": "a", "title": "X"}}}) is not None
     assert fast_check_for({**base, "additionalProperties": False, "$schema": "s", "title": "t"}) is not None
@@ -141,7 +170,7 @@ def test_converter_for_plain_numbers_converts_without_pydantic() -> None:
     args = {"a": 2.0, "b": 3, "c": "x"}
     out = convert(args)
     assert out == {"a": 2, "b": 3.0, "c": "x"} and type(out["a"]) is int and type(out["b"]) is float
-    assert args == {"a": 2.0, "b": 3, "c": "x"}  # the caller's dict is not changed
+    assert type(args["a"]) is float and type(args["b"]) is int  # the caller's dict is not changed
     same = {"a": 2, "b": 3.0}
     assert convert(same) is same  # nothing to change: no copy
     kept = convert({"a": 2.5, "b": True})
@@ -163,6 +192,40 @@ def test_converter_for_models_uses_pydantic_and_lists_problems() -> None:
     with pytest.raises(ValueError, match=r"^p\.x: .*; n: ") as caught:
         convert({"p": {"x": "no"}, "n": "no"})
     assert "\n" not in str(caught.value)
+
+
+def test_converter_lists_at_most_twenty_problems() -> None:
+    convert = converter_for(_WIDE["_wide"])
+    assert convert is not None
+    with pytest.raises(ValueError) as caught:
+        convert({f"v{i}": "no" for i in range(25)} | {"p": {"x": 1}})
+    assert str(caught.value).count(";") == 19 and "v19:" in str(caught.value) and "v20:" not in str(caught.value)
+
+
+_WIDE: dict[str, Any] = {"_Point": _Point}
+exec(f"def _wide(p: _Point, {', '.join(f'v{i}: int' for i in range(25))}) -> None: ...", _WIDE)  # 26 parameters
+
+
+class _Plain:
+    """Not a pydantic type: checked by isinstance (arbitrary types allowed)."""
+
+
+def _arbitrary(thing: _Plain, n: int) -> None: ...
+
+
+def test_converter_takes_arbitrary_classes() -> None:
+    convert = converter_for(_arbitrary)
+    assert convert is not None
+    thing = _Plain()
+    assert convert({"thing": thing, "n": 1.0}) == {"thing": thing, "n": 1}
+
+
+def _mixed(p: int, /, s: str, *rest: int, b: float, **kw: int) -> None: ...
+
+
+def test_converter_looks_past_skipped_parameters() -> None:
+    convert = converter_for(_mixed)
+    assert convert is not None and convert({"b": 1, "p": 1.0}) == {"b": 1.0, "p": 1.0}
 
 
 def _untyped(a, b):  # type: ignore[no-untyped-def]

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
+import types
+
+import pytest
 
 from codeact.results import ToolCallError
+from codeact.runtime import ledger as ledger_module
 from codeact.runtime.ledger import CallLedger, CallStore, cache_key, stand_in
 
 
@@ -113,6 +117,25 @@ def test_finish_ends_once_and_gives_back_the_in_flight_count() -> None:
     ledger.finish(failed, result="ignored", error=ToolCallError(code="bad", message="no"), cached=True)
     assert not failed.ok and failed.result is None and failed.error is not None and failed.cached
     assert {"ok", "result", "error", "cached", "finished", "duration_ms"} <= failed.model_fields_set
+
+
+def test_a_new_record_and_ledger_start_blank() -> None:
+    ledger = CallLedger()
+    assert not ledger.ended and ledger.arrived == 0 and ledger.holds == [] and ledger.trace is None
+    ledger.open("t", {"a": 1})
+    (copy,) = ledger.records()
+    assert (copy.ok, copy.result, copy.error, copy.duration_ms, copy.cached, copy.finished) == (
+        False, None, None, 0.0, False, False)
+    assert copy.id == "call_1" and copy.arguments == {"a": 1} and copy.model_fields_set == {"id", "name", "arguments"}
+
+
+def test_duration_is_in_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([10.0, 99.0, 10.25])  # open; finish's fallback start; finish
+    monkeypatch.setattr(ledger_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    ledger = CallLedger()
+    record = ledger.open("t", {})
+    ledger.finish(record, result=1)
+    assert record.duration_ms == 250.0
 
 
 def test_finish_cuts_long_messages_at_the_bound() -> None:
