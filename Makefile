@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # user's live sessions (containers of codeact processes still running).
 CLEANUP_ARGS ?=
 
-.PHONY: install engine image run test test-bfcl lint bench clean
+.PHONY: install engine image run test test-bfcl lint bench mutate mutants clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,14 @@ test: image
 test-bfcl: image
 	./scripts/ensure-bfcl.sh
 	CODEACT_BFCL_FULL=1 $(BIN)/pytest -q tests/evals/test_evals_bfcl.py -k ground_truth
+
+# Mutation testing of the pure-logic modules with their fast tests (scripts/mutation.toml; scores in
+# docs/mutation.md), and the hand-made mutants of the pipeline (scripts/mutants.py). No Docker needed.
+mutate: install
+	$(BIN)/python scripts/mutate.py --jobs 2
+
+mutants: install
+	$(BIN)/python scripts/mutants.py
 
 lint: install
 	$(BIN)/ruff check codeact tests benchmarks examples

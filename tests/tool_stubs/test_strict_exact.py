@@ -82,6 +82,8 @@ def test_refs_bare_kept_with_siblings_inlined_and_defs_converted() -> None:
 
 
 def test_root_and_keyword_details() -> None:
+    assert strict_schema(_obj({"p": {"type": "string", "pattern": "é+"}}, ["p"]))["properties"]["p"] == {
+        "type": "string", "description": 'pattern: "é+"'}
     out = strict_schema({"properties": {"k": S}, "x-internal": 1, "$schema": "s", "minProperties": 1})
     assert out == {"properties": {"k": {"type": ["string", "null"]}}, "required": ["k"], "type": "object",
                    "additionalProperties": False, "description": "minProperties: 1"}
@@ -101,6 +103,9 @@ def test_root_and_keyword_details() -> None:
 
 @pytest.mark.parametrize(("schema", "reason"), [
     (_obj({"m": {"type": "object"}}), "free-form"),
+    (_obj({"m": {"type": "object", "properties": {}}}), "free-form"),
+    (_obj({"m": {"$ref": "#/$defs/L", "description": "d"}}, ["m"],
+          **{"$defs": {"L": {"$ref": "#/$defs/L", "description": "again"}}}), "too deeply"),
     (_obj({"m": True}), "unconstrained"),
     (_obj({"m": {}}), "unconstrained"),
     (_obj({"m": "string"}), "unconstrained"),
@@ -123,6 +128,20 @@ def test_depth_bound() -> None:
     strict_schema(nest(63))  # at the bound: converted
     with pytest.raises(NotStrict, match="too deeply"):
         strict_schema(nest(64))
+    in_defs = {"type": "object", "properties": {}, "additionalProperties": False}
+    strict_schema({**in_defs, "$defs": {"D": nest(63)["properties"]["x"]}})  # $defs start at depth 0 too
+    with pytest.raises(NotStrict, match="too deeply"):
+        strict_schema({**in_defs, "$defs": {"D": nest(65)["properties"]["x"]}})
+
+    def any_of(depth: int) -> dict[str, Any]:
+        node: dict[str, Any] = S
+        for _ in range(depth):
+            node = {"anyOf": [node]}
+        return _obj({"x": node}, ["x"])
+
+    strict_schema(any_of(63))
+    with pytest.raises(NotStrict, match="too deeply"):
+        strict_schema(any_of(64))
 
 
 def test_strict_counts() -> None:
@@ -161,6 +180,29 @@ def test_drop_omitted_nulls() -> None:
         return inner
 
     assert drop_omitted_nulls(deep, nested(64, {"n": None})) == nested(64, {})  # at depth 64 still dropped
+    # Through $ref (each level: the ref, then the property) and through array items.
+    chain = {"$ref": "#/$defs/N", "$defs": {"N": _obj({"n": {"$ref": "#/$defs/N"}, "k": S})}}
+
+    def refs(levels: int, inner: dict[str, Any]) -> Any:
+        for _ in range(levels):
+            inner = {"n": inner}
+        return inner
+
+    assert drop_omitted_nulls(chain, refs(31, {"k": None})) == refs(31, {})
+    assert drop_omitted_nulls(chain, refs(32, {"k": None})) == refs(32, {"k": None})
+    def items(levels: int) -> dict[str, Any]:
+        schema: dict[str, Any] = _obj({"k": S})
+        for _ in range(levels):
+            schema = {"type": "array", "items": schema}
+        return schema
+
+    def lists(levels: int, inner: Any) -> Any:
+        for _ in range(levels):
+            inner = [inner]
+        return inner
+
+    assert drop_omitted_nulls(items(64), lists(64, {"k": None})) == lists(64, {})
+    assert drop_omitted_nulls(items(65), lists(65, {"k": None})) == lists(65, {"k": None})
     assert drop_omitted_nulls(deep, nested(65, {"n": None})) == nested(65, {"n": None})  # past the bound: kept
 
 
