@@ -70,6 +70,8 @@ def test_more_than_five_excluded_are_elided() -> None:
     _, _, warnings = account(results, None, {}, ["code", "json"])
     assert warnings[0].endswith("(t0|code|0, t1|code|0, t2|code|0, t3|code|0, t4|code|0, …)")
     assert warnings[0].startswith("code: 7 finished")
+    _, _, six = account(results[:6], None, {}, ["code", "json"])
+    assert six[0].endswith("t4|code|0, …)")
     _, _, five = account(results[:5], None, {}, ["code", "json"])
     assert five[0].endswith("t4|code|0)")
 

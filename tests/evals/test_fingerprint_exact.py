@@ -9,6 +9,7 @@ import decimal
 import enum
 import fractions
 import functools
+import itertools
 import re
 from dataclasses import replace
 from typing import Any
@@ -137,13 +138,78 @@ def test_identity_follows_wrappers_and_stops() -> None:
     assert fpmod._identity(check)[0] == "wraps" and fpmod._identity(check)[1] == "c"
     assert fpmod._identity(len) == "builtins.len"
     assert fpmod._identity([1, 2]) == ["list", [1, 2]]
-    assert fpmod._identity(_tools, depth=5) is None
+    assert fpmod._identity(_tools, depth=5) is None and fpmod._identity(_tools, depth=4) is not None
     seen = {id(_tools)}
     assert fpmod._identity(_tools, seen=seen) is None
     source, reached = fpmod._identity(_other_tools)
     assert "def _other_tools" in source and reached == {"global:TABLE": ["map", [["rate", 2]]]}
     _, only_data = fpmod._identity(_reads_global)
     assert "global:abs" not in only_data and "global:bool" not in only_data  # builtins are not globals
+
+
+zeta_table = [1, 2]
+
+
+def _uses_a_module_a_class_and_data(a: Any) -> bool:
+    return isinstance(a, enum.Enum) or isinstance(a, Check) or a in zeta_table
+
+
+def test_modules_and_classes_are_named_by_the_source_and_data_after_them_counts() -> None:
+    _, reached = fpmod._identity(_uses_a_module_a_class_and_data)
+    assert reached == {"global:zeta_table": ["list", [1, 2]]}
+
+
+def _chain(n: int) -> Any:
+    fns: list[Any] = []
+    for i in range(n):
+        namespace: dict[str, Any] = {}
+        exec(f"def f{i}():\n    return f{i + 1}()", namespace)
+        fns.append(namespace[f"f{i}"])
+    for fn, nxt in itertools.pairwise(fns):
+        fn.__globals__[nxt.__name__] = nxt
+    return fns[0]
+
+
+def test_identity_follows_five_levels_of_code() -> None:
+    node = fpmod._identity(_chain(7))
+    levels = 0
+    while node is not None:
+        levels += 1
+        (node,) = node[1].values()
+    assert levels == 5  # depths 0 to 4
+
+    def near(limit: float, a: Any) -> bool:
+        return bool(abs(a - 3) <= limit)
+
+    assert fpmod._identity(functools.partial(near, 1), depth=3)[1] is not None
+    assert fpmod._identity(functools.partial(near, 1), depth=4)[1] is None
+    assert fpmod._identity(Check("c", near), depth=3)[2] is not None
+    assert fpmod._identity(Check("c", near), depth=4)[2] is None
+    assert fpmod._identity(near, depth=4) is not None and fpmod._identity(near, depth=5) is None
+
+
+def test_a_closure_cell_not_assigned_yet_is_left_out() -> None:
+    def outer() -> Any:
+        def inner() -> Any:
+            return later
+
+        if not inner:
+            later = 1
+        return inner
+
+    source, reached = fpmod._identity(outer())
+    assert "return later" in source and reached == {}
+
+
+def test_the_digest_is_sha256_of_sorted_unescaped_json() -> None:
+    import hashlib
+    import json
+
+    value = {"b": "é", "a": [1, {"d": 1, "c": 2}]}
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    assert fpmod._digest(value) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    mixed = {1: "é", "a": 2}
+    assert fpmod._digest(mixed) == hashlib.sha256(json.dumps(mixed, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def test_a_suite_module_name_is_neutral() -> None:

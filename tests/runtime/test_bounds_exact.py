@@ -9,6 +9,8 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from codeact import Runtime, SandboxConfig, tool
 from codeact.runtime._workspace import collect_files, lay_files
 from codeact.runtime.events import OutputChunk, _Sink
@@ -113,19 +115,28 @@ def test_output_events_past_the_queue_bound_are_counted() -> None:
     assert sink.queue.qsize() == 2 and sink.dropped == 1 and sink.dropped_chars == 3
 
 
-def test_code_gets_its_grace_after_the_interrupt() -> None:
-    """The run's timeout interrupts the code; it may clean up for ``grace_s`` before the kill."""
-    code = """
+@tool
+def _slow() -> int:
+    """Takes longer than the run may."""
+    time.sleep(4)
+    return 1
+
+
+@pytest.mark.parametrize("wait", ["time.sleep(30)", "_slow()"])
+def test_code_gets_its_grace_after_the_interrupt(wait: str) -> None:
+    """The run's timeout interrupts the code (in its own work, or waiting for a tool: another watcher
+    keeps the clock then); it may clean up for ``grace_s`` before the kill."""
+    code = f"""
 import time
 try:
-    time.sleep(30)
+    {wait}
 except KeyboardInterrupt:
     time.sleep(0.5)
     print("cleaned up")
     raise
 """
     config = LOCAL.model_copy(update={"timeout_s": 1.0, "grace_s": 5.0})
-    with Runtime([], config) as rt:
+    with Runtime([_slow], config) as rt:
         result = rt.run(code)
     assert not result.ok and "cleaned up" in result.stdout
 

@@ -8,6 +8,7 @@ import hmac
 import json
 import os
 import stat
+import threading
 import zlib
 from pathlib import Path
 
@@ -166,3 +167,58 @@ def test_missing_file_is_refused_clearly(tmp_path: Path) -> None:
         sf.read_signed(tmp_path / "none", KEY, 100)
     with pytest.raises(SnapshotInvalid, match="is not a regular file"):
         sf.read_signed(tmp_path, KEY, 100)
+
+
+def test_refusal_messages_are_exact(tmp_path: Path) -> None:
+    path, raw = _written(tmp_path)
+    _, _, body = raw.partition(b"\n")
+    with pytest.raises(SnapshotInvalid, match=r"^cannot read snapshot .*none: No such file or directory$"):
+        sf.read_signed(tmp_path / "none", KEY, 100)
+    path.write_bytes(b"\n" + body)
+    with pytest.raises(SnapshotInvalid, match="no header line"):  # an empty first line is a line
+        sf.read_signed(path, KEY, 1 << 20)
+    long_id = json.dumps({"format": sf.FORMAT, "version": 2, "key_id": "0123456789abcdefXYZ", "mac": "0"}).encode()
+    path.write_bytes(long_id + b"\n" + body)
+    with pytest.raises(SnapshotInvalid, match=r"key id '0123456789abcdef'\)?,"):
+        sf.read_signed(path, KEY, 1 << 20)
+
+
+def test_a_fifo_without_a_writer_is_refused_without_waiting_for_one(tmp_path: Path) -> None:
+    fifo = tmp_path / "f.snap"
+    os.mkfifo(fifo)
+    wrote: list[bool] = []
+
+    def writer() -> None:  # ends a reader that wrongly waits for a writer, so the suite never hangs
+        wrote.append(True)
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(5, writer)
+    timer.start()
+    try:
+        with pytest.raises(SnapshotInvalid, match="is not a regular file"):
+            sf.read_signed(fifo, KEY, 100)
+    finally:
+        timer.cancel()
+    assert wrote == []  # refused before any writer came
+
+
+def _grow_after(monkeypatch: pytest.MonkeyPatch, step: str, path: Path) -> None:
+    """Append bytes to ``path`` right after read_signed's ``step`` (the file grows while it is read)."""
+    real = getattr(sf, step)
+
+    def grown(*args: object) -> object:
+        out = real(*args)
+        with open(path, "ab") as f:
+            f.write(b"\0" * 10)
+        return out
+
+    monkeypatch.setattr(sf, step, grown)
+
+
+@pytest.mark.parametrize("step", ["_header", "_hash_body"])
+def test_a_file_growing_past_the_limit_between_passes_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    path, raw = _written(tmp_path)
+    _grow_after(monkeypatch, step, path)
+    with pytest.raises(SnapshotInvalid, match=r"over the snapshot limit \(it grew while it was read\)"):
+        sf.read_signed(path, KEY, len(raw))

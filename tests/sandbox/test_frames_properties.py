@@ -126,6 +126,7 @@ def test_field_bounds_are_exact() -> None:
     assert problem([]) == "frame: must be an object, not list"
     assert problem({"type": 3}) == "type: unknown frame type '3'"
     assert problem({"type": "nope" * 20}) == f"type: unknown frame type {('nope' * 20)[:40]!r}"
+    assert problem({**call, "k" * 50: 1}) == f"{'k' * 40}: unknown field"
     assert problem({"type": "E"}, CODE_ERROR, "error") == "error.message: missing"
     assert problem("x", CODE_ERROR, "error") == "error: must be an object, not str"
     assert repr(FRAMES["call"]["seq"]) == "Field('seq', 'int')"
