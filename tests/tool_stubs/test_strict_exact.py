@@ -129,7 +129,7 @@ def test_depth_bound() -> None:
     with pytest.raises(NotStrict, match="too deeply"):
         strict_schema(nest(64))
     in_defs = {"type": "object", "properties": {}, "additionalProperties": False}
-    strict_schema({**in_defs, "$defs": {"D": nest(63)["properties"]["x"]}})  # $defs start at depth 0 too
+    strict_schema({**in_defs, "$defs": {"D": nest(64)["properties"]["x"]}})  # $defs start at depth 0 too
     with pytest.raises(NotStrict, match="too deeply"):
         strict_schema({**in_defs, "$defs": {"D": nest(65)["properties"]["x"]}})
 
@@ -138,6 +138,16 @@ def test_depth_bound() -> None:
         for _ in range(depth):
             node = {"anyOf": [node]}
         return _obj({"x": node}, ["x"])
+
+    def inlined(hops: int) -> dict[str, Any]:
+        """``hops`` $refs with siblings (each inlined, one level deeper) from the property to a string."""
+        defs: dict[str, Any] = {f"D{i}": {"$ref": f"#/$defs/D{i + 1}", "description": "d"} for i in range(hops)}
+        defs[f"D{hops}"] = S
+        return _obj({"x": {"$ref": "#/$defs/D0", "description": "d"}}, ["x"], **{"$defs": defs})
+
+    strict_schema(inlined(62))  # from the property (depth 1), the string is at depth 64
+    with pytest.raises(NotStrict, match="too deeply"):
+        strict_schema(inlined(63))
 
     strict_schema(any_of(63))
     with pytest.raises(NotStrict, match="too deeply"):
