@@ -34,6 +34,8 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "scripts" / "mutation.toml"
+#: A child's exit status when the mutant could not be put in place (pytest's own are 0 to 5).
+_NOT_PLACED = 99
 
 _BINOPS: dict[type, list[type]] = {
     ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult],
@@ -214,7 +216,7 @@ def _run_child(module: types.ModuleType, source: str, mutant: Mutant | None, tes
         live = _live_functions(module)
         fn = live.get(mutant.function)
         if fn is None or mutant.function not in codes:
-            return 3  # cannot place it: counted as not applicable
+            return _NOT_PLACED
         fn.__code__ = codes[mutant.function]
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -290,7 +292,7 @@ def run_module(module_name: str, tests: list[str], jobs: int, timeout_factor: fl
             assert job.mutant is not None
             if code == 0:
                 result["survived"].append(f"{job.mutant.ident} (in {job.mutant.function})")
-            elif code == 3:
+            elif code == _NOT_PLACED:
                 result["not_applicable"] += 1
             else:
                 result["killed"] += 1
