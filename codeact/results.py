@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "CodeError",
@@ -123,8 +123,6 @@ class ExecutionResult(BaseModel):
     # Alike by design (sandbox/driver.py _Done): the kernel's done frame carries these fields on the wire;
     # the frame schema is the sandbox's own model (issue 17 gives it one frame-schema module). EpisodeResult
     # (evals/results_store.py) is a list of fields of the same shape, of another record.
-    #: What the kernel reported for replay to compare (``runtime._replay.kernel_facts``); not serialized.
-    _facts: dict[str, Any] | None = PrivateAttr(None)
     ok: bool
     termination: Termination
     stdout: str = ""
@@ -161,8 +159,7 @@ class ExecutionResult(BaseModel):
         return self.model_dump_json(**kwargs)
 
     def __eq__(self, other: object) -> bool:
-        # The fields alone: what the kernel reported for replay is not part of the result, so a
-        # result equals its own JSON round trip.
+        # The fields alone (not which were set explicitly), so a result equals its own JSON round trip.
         if not isinstance(other, ExecutionResult):
             return NotImplemented
         return self.__dict__ == other.__dict__

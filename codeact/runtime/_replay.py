@@ -142,8 +142,9 @@ class ReplayResponder:
             "depends on something that was not recorded (random numbers, the clock, the environment)",
             cell=self.cell.index, call=call)
 
-    def finish(self, result: ExecutionResult) -> None:
-        """Raise RestoreDiverged if the cell behaved otherwise than recorded (see the module docstring)."""
+    def finish(self, result: ExecutionResult, facts: dict[str, Any] | None = None) -> None:
+        """Raise RestoreDiverged if the cell behaved otherwise than recorded (see the module docstring);
+        ``facts``: what the cell's done frame reported (:func:`kernel_facts`)."""
         cell = self.cell
         assert cell is not None
         with self._lock:
@@ -156,7 +157,7 @@ class ReplayResponder:
         if self.divergence is not None:
             raise self.divergence
         _check_outcome(cell, result)
-        facts = result._facts or {}
+        facts = facts or {}
         _check_calls(cell, result.calls, facts.get("lanes"), self._ids)
         if cell.output_digest is not None and output_digest(result) != cell.output_digest:
             raise RestoreDiverged(
@@ -282,7 +283,7 @@ def replay(session: Session, cells: list[CellRecord], budget_s: float) -> None:
             result = session._run_cell(cell.code, min(own, left), log=False)
             if result.termination == "timeout" and left < own:
                 raise _over_budget(cell, done, cells, budget_s)
-            responder.finish(result)
+            responder.finish(result, session._last_facts)
     finally:
         session._host = None
 

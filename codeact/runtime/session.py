@@ -262,8 +262,11 @@ class Session:
         #: Cells before this index were taken out of the state by a reset (not marked again: a
         #: batch resets once per item, and marking every earlier cell made it quadratic).
         self._reset_upto = 0
-        #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`).
-        self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None] | None = None
+        #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`), with the facts
+        #: its done frame reported for replay (unchecked until then: ``_replay.kernel_facts``).
+        self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None, Any] | None = None
+        #: The done frame's facts of the last cell run (checked; a replay compares them).
+        self._last_facts: dict[str, Any] | None = None
         self._settle_lock = threading.Lock()
         #: Cells left out of this session's state because they could not be replayed exactly, and
         #: cells whose records were over the record budget (a rebuild will leave them out).
@@ -308,11 +311,11 @@ class Session:
         with self._settle_lock:
             if self._unsettled is None:
                 return
-            code, result, ledger, timeout_s = self._unsettled
+            code, result, ledger, timeout_s, facts = self._unsettled
             index = self._cells[-1].index + 1 if self._cells else 1
             kept = _retained.KeptRun(ledger.final_records(), ledger.argument_bytes,
                                      builtin_pages=READ_RESULT not in self.runtime.toolset)
-            cell = CellRecord.of(index, code, result, kept.records, timeout_s)
+            cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts))
             self._unsettled = None
             self._remember(kept.for_history(result), kept.bytes)
             over = self._kept.take(kept.bytes + _retained.egress_bytes(result))
@@ -452,6 +455,7 @@ class Session:
         interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
                            files=files, interrupted=interrupted, restored=restored)
+        facts = outcome.done.facts if outcome.done is not None else None
         if broker is not None:
             result.egress = broker.take()
         (self._host or self.runtime.host).release_abandoned(ledger)  # once _assemble ended their records
@@ -459,10 +463,12 @@ class Session:
             self._discard()
         if log:
             self._settle()  # normally done already, while this run's code executed
-            self._unsettled = (code, result, ledger, timeout_s)
+            self._unsettled = (code, result, ledger, timeout_s, facts)
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
                 self._resume = _lifecycle.Resume(files=None)
+        else:  # a replayed cell: what replay compares
+            self._last_facts = kernel_facts(facts)
         if outcome.raised is not None:
             raise outcome.raised
         return result
@@ -708,7 +714,6 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
                              calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
                              restored=restored, **fields)
-    result._facts = kernel_facts(done.facts) if done is not None else None
     return result
 
 

@@ -26,7 +26,7 @@ import secrets
 import time
 import zlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -84,8 +84,9 @@ class CellRecord(BaseModel):
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
-           timeout_s: float | None = None) -> CellRecord:
-        """The record of a run, from its result and the ledger's full (unbounded) call records."""
+           timeout_s: float | None = None, facts: dict[str, Any] | None = None) -> CellRecord:
+        """The record of a run, from its result, the ledger's full (unbounded) call records and
+        what its done frame reported (``facts``, as ``_replay.kernel_facts`` checked them)."""
         status: Literal["completed", "raised", "inexact"] = "completed"
         reason = None
         if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted", "rejected"):
@@ -99,7 +100,7 @@ class CellRecord(BaseModel):
                       "replayed" if unkept.tunnel else
                       f"the response of {unkept.host}:{unkept.port}{unkept.path[:100]} was not kept (over "
                       "Egress.max_kept_bytes, or cut)")
-        facts = result._facts or {}
+        facts = facts or {}
         return cls(index=index, code=code, status=status, reason=reason, calls=records,
                    error_type=result.error.type if result.error else None,
                    error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
