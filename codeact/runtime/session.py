@@ -321,6 +321,11 @@ class Session:
             over = self._kept.take(kept.bytes + _retained.egress_bytes(result))
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
+    def _meanwhile(self, code: str, found: list[list[Diagnostic]]) -> None:
+        """What a run does while its code executes: settle the last run, check this one's code."""
+        self._settle()
+        found.append(self.check(code))
+
     @property
     def files(self) -> SessionFiles:
         """Read, write, list and remove workspace files from the host, never through a link the code
@@ -385,16 +390,21 @@ class Session:
     def _run(self, code: str, timeout_s: float | None, sink: _events._Sink | None) -> ExecutionResult:
         with self._lock:
             self.last_used = time.monotonic()
-            found: list[Diagnostic] = []
-            if self.runtime.check_mode != "off":
+            found: list[Diagnostic] | None = None
+            mode = self.runtime.check_mode
+            # ``warn`` with tier 1 only: the check cannot stop the run, so it is done while the
+            # kernel runs the code (``_traced_cell``); the names it reads are those before this cell.
+            meanwhile = mode == "warn" and self.runtime.type_check is None
+            if mode != "off":
                 if self.state == "closed":
                     raise SessionClosed("the session is closed")
-                found = self.check(code)
-                if self.runtime.check_mode == "block" and has_errors(found):
-                    result = _check.rejected(found)
-                    self._settle()
-                    self._remember(result, 0)  # in history; not in cells: it changed nothing
-                    return result
+                if not meanwhile:
+                    found = self.check(code)
+                    if mode == "block" and has_errors(found):
+                        result = _check.rejected(found)
+                        self._settle()
+                        self._remember(result, 0)  # in history; not in cells: it changed nothing
+                        return result
             note = None
             if self._resume is not None:
                 self._interrupted = False
@@ -407,26 +417,29 @@ class Session:
                         ok=False, termination="interrupted" if self._interrupted else "killed",
                         reason=f"{exc}; the code did not run, and the session's state is rebuilt at the next run")
             restored, self._restored = self._restored, False
-            result = self._run_cell(code, timeout_s, sink=sink, restored=restored)
+            result = self._run_cell(code, timeout_s, sink=sink, restored=restored, check=meanwhile)
             if note is not None:
                 result.reason = note if result.reason is None else f"{result.reason}; {note}"
-            result.diagnostics = found
+            if found is not None:
+                result.diagnostics = found
             self.last_used = time.monotonic()
             return result
 
     def _run_cell(self, code: str, timeout_s: float | None, *, log: bool = True,
-                  sink: _events._Sink | None = None, restored: bool = False) -> ExecutionResult:
-        """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``."""
+                  sink: _events._Sink | None = None, restored: bool = False, check: bool = False) -> ExecutionResult:
+        """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``; ``check``
+        puts the check's findings in ``diagnostics``, found while the kernel runs the code."""
         trace = tracing.run_trace(replayed=self._host is not None)
         if trace is None:
-            return self._traced_cell(code, timeout_s, log, sink, restored, None)
+            return self._traced_cell(code, timeout_s, log, sink, restored, None, check)
         with trace:  # ends the run's span, as failed if the run raised
-            return trace.ended(self._traced_cell(code, timeout_s, log, sink, restored, trace))
+            return trace.ended(self._traced_cell(code, timeout_s, log, sink, restored, trace, check))
 
     def _traced_cell(self, code: str, timeout_s: float | None, log: bool, sink: _events._Sink | None,
-                     restored: bool, trace: tracing.RunTrace | None) -> ExecutionResult:
+                     restored: bool, trace: tracing.RunTrace | None, check: bool) -> ExecutionResult:
         driver = self._ensure()
         self._interrupted = False
+        found: list[list[Diagnostic]] = []
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
         ledger.trace = trace
         before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace or driver.prepared)
@@ -445,9 +458,11 @@ class Session:
                              grace_s=self.config.grace_s, display=_rich.caps(self.config),
                              max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
                              on_output=sink.output if sink is not None and sink.streams else None,
-                             after_send=self._settle)
+                             after_send=functools.partial(self._meanwhile, code, found) if check else self._settle)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
+        if check and not found:  # the run frame was not sent, or the check raised: now, before learn
+            found.append(self.check(code))
         self._names.learn(code, outcome.done.names if outcome.done is not None else None)
         files = _written_files(driver.sandbox, before)
         # A listener that raised, or a stream left early, interrupted the run on request too; so did
@@ -455,6 +470,8 @@ class Session:
         interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
                            files=files, interrupted=interrupted, restored=restored)
+        if found:
+            result.diagnostics = found[0]
         facts = outcome.done.facts if outcome.done is not None else None
         if broker is not None:
             result.egress = broker.take()
