@@ -275,6 +275,13 @@ class CallLedger:
         with self._lock:
             return [r.model_copy(deep=True) for r in self._records]
 
+    def kept_records(self) -> list[ToolCallRecord]:
+        """The records themselves (in a new list), once every call has ended, for the one owner
+        that keeps them after the run, the session's cell log (the result has its own copies,
+        :meth:`final_records`): nothing else holds them then, so no copy is needed."""
+        with self._lock:
+            return list(self._records)
+
     def final_records(self) -> list[ToolCallRecord]:
         """The records themselves, shallow-copied, once every call has ended (after
         :meth:`close_pending`): ``finish`` never changes a finished record, so no deep copy is needed."""

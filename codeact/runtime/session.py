@@ -313,7 +313,7 @@ class Session:
                 return
             code, result, ledger, timeout_s, facts = self._unsettled
             index = self._cells[-1].index + 1 if self._cells else 1
-            kept = _retained.KeptRun(ledger.final_records(), ledger.argument_bytes,
+            kept = _retained.KeptRun(ledger.kept_records(), ledger.argument_bytes,
                                      builtin_pages=READ_RESULT not in self.runtime.toolset)
             cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts))
             self._unsettled = None
