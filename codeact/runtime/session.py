@@ -469,9 +469,8 @@ class Session:
         # what was raised into this thread mid-run (Ctrl-C), raised again once the run is recorded.
         interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
         result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
-                           files=files, interrupted=interrupted, restored=restored)
-        if found:
-            result.diagnostics = found[0]
+                           files=files, interrupted=interrupted, restored=restored,
+                           diagnostics=found[0] if found else [])
         facts = outcome.done.facts if outcome.done is not None else None
         if broker is not None:
             result.egress = broker.take()
@@ -695,7 +694,7 @@ def _bounded_records(records: list[ToolCallRecord], max_chars: int) -> list[Tool
 
 def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, timeout_s: float,
               max_result_chars: int, *, files: list[FileInfo], interrupted: bool = False,
-              restored: bool = False) -> ExecutionResult:
+              restored: bool = False, diagnostics: list[Diagnostic] | None = None) -> ExecutionResult:
     """The run's result, built once from everything it collected (``interrupted``: on request)."""
     done = outcome.done
     termination = outcome.termination
@@ -730,7 +729,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
     result = ExecutionResult(ok=ok, termination=termination, error=error,
                              calls=_bounded_records(ledger.final_records(), max_result_chars), files=files,
                              duration_ms=outcome.wall_ms, state_lost=outcome.state_lost, reason=reason,
-                             restored=restored, **fields)
+                             restored=restored, diagnostics=diagnostics or [], **fields)
     return result
 
 
