@@ -245,11 +245,21 @@ class _Job:
     started: float
 
 
+def module_mutants(module_name: str, exclude: list[str]) -> list[Mutant]:
+    """The mutants of a module, but for those in the functions ``exclude`` names (qualnames)."""
+    module = importlib.import_module(module_name)
+    found = mutants(Path(module.__file__ or "").read_text())
+    unknown = set(exclude) - {m.function for m in found}
+    if unknown:
+        raise SystemExit(f"{module_name}: exclude names no function with mutants: {', '.join(sorted(unknown))}")
+    return [m for m in found if m.function not in exclude]
+
+
 def run_module(module_name: str, tests: list[str], jobs: int, timeout_factor: float,
-               only: set[str] | None = None) -> dict[str, Any]:
+               only: set[str] | None = None, exclude: list[str] | None = None) -> dict[str, Any]:
     module = importlib.import_module(module_name)
     source = Path(module.__file__ or "").read_text()
-    todo: list[Mutant] = [m for m in mutants(source) if only is None or m.ident in only]
+    todo = [m for m in module_mutants(module_name, exclude or []) if only is None or m.ident in only]
     paths = [str(ROOT / t) for t in tests]
     _preimport(tests)
 
@@ -321,12 +331,11 @@ def main() -> int:
     results = []
     for name in chosen:
         if args.list:
-            module = importlib.import_module(name)
-            for m in mutants(Path(module.__file__ or "").read_text()):
+            for m in module_mutants(name, targets[name].get("exclude", [])):
                 print(f"{name} {m.ident} (in {m.function})")
             continue
         res = run_module(name, targets[name]["tests"], args.jobs, config.get("timeout_factor", 4.0),
-                         set(args.only) if args.only else None)
+                         set(args.only) if args.only else None, targets[name].get("exclude", []))
         res["min_score"] = targets[name].get("min_score", config.get("min_score", 90.0))
         results.append(res)
         print(f"{name}: {res['score']}% killed ({res['total'] - len(res['survived'])}/{res['total']}, "
