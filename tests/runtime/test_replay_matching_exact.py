@@ -366,8 +366,7 @@ def _finished(cell: CellRecord, result: ExecutionResult, facts: dict[str, Any] |
                 responder.answer("f", record.arguments)
             except ToolError:
                 pass
-    result._facts = facts
-    responder.finish(result)
+    responder.finish(result, facts)
 
 
 def test_finish_checks_outcome_calls_with_lanes_and_output() -> None:
