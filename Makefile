@@ -35,7 +35,7 @@ test: image
 	./scripts/ensure-bwrap.sh
 	./scripts/ensure-bfcl.sh
 	./scripts/fetch-github-openapi.sh || echo 'make test: no GitHub OpenAPI description (npm unreachable?): its search-quality test skips'
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q --durations=25 $(PYTEST_ARGS)
 
 # Every task of BFCL v4's four multi-turn categories scored against BFCL's checker (make test scores
 # every 10th).

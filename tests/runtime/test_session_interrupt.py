@@ -31,6 +31,9 @@ def test_interrupt_ends_the_run_with_its_records(backend: str) -> None:
 
         def stop() -> None:
             assert started.wait(120)
+            # once the code is past the call: an interrupt landing while the kernel waits for a call's
+            # reply can be lost (a known race, noted for its own fix; this test is about the run)
+            time.sleep(0.5)
             rt.interrupt()
 
         threading.Thread(target=stop, daemon=True).start()
