@@ -58,7 +58,7 @@ def _import_revision(rev: str, into: Path) -> ModuleType:
     # The image spec reads the working tree's list of kernel files (an absolute import); the
     # revision's image is built from its own list, which may name other files.
     importlib.import_module("codeact_rev.image.spec").KERNEL_FILES = \
-        importlib.import_module("codeact_rev.sandbox.kernel_files").KERNEL_FILES
+        importlib.import_module("codeact_rev.kernel.files").KERNEL_FILES
     return rev
 
 

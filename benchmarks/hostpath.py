@@ -16,14 +16,14 @@ import threading
 import time
 from typing import Any
 
+from codeact.kernel import client
+from codeact.kernel.protocol import decode_bounded, encode
 from codeact.runtime._calls import _Once
 from codeact.runtime._loop import LoopThread
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.toolhost import ToolHost
 from codeact.runtime.toolset import Toolset
 from codeact.sandbox.driver import _call_problem
-from codeact.sandbox.inside import client
-from codeact.sandbox.inside.protocol import decode_bounded, encode
 
 from ._common import echo
 

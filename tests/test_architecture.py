@@ -1,6 +1,6 @@
 """The import contract, read from the source (AST), so that the layers stay real.
 
-Floors, lowest first: ``errors``/``results`` → ``tool_stubs`` → ``sandbox``/``image`` → ``runtime`` →
+Floors, lowest first: ``kernel``/``errors``/``results`` → ``tool_stubs`` → ``sandbox``/``image`` → ``runtime`` →
 ``agent`` → ``evals`` → ``viewer`` → ``cli``; ``codeact/__init__`` sits on top and only re-exports.
 A module may import its own floor and the floors below it, never one above. Function-level imports
 count: hiding an import inside a function does not change the dependency.
@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "codeact"
 
 FLOORS: dict[str, int] = {
-    "errors": 0, "results": 0, "_text": 0, "_paths": 0, "_deprecated": 0, "progress": 0, "tracing": 0,
+    "kernel": 0, "errors": 0, "results": 0, "_text": 0, "_paths": 0, "_deprecated": 0, "progress": 0, "tracing": 0,
     "tool_stubs": 1,
     "sandbox": 2, "image": 2,
     "runtime": 3,
@@ -42,8 +42,8 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 KNOWN_PRIVATE: set[tuple[str, str]] = set()
 
 #: The files that run inside the sandbox, on its own Python: standard library and each other only.
-IN_SANDBOX = tuple(sorted(f"sandbox/inside/{p.name}" for p in (PACKAGE / "sandbox" / "inside").glob("*.py")
-                          if p.name != "__init__.py"))
+IN_SANDBOX = tuple(sorted(f"kernel/{p.name}" for p in (PACKAGE / "kernel").glob("*.py")
+                          if p.name not in ("__init__.py", "files.py")))
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
 IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "frames", "client", "kernel", "_restricted", "_restricted_ast",
@@ -215,7 +215,7 @@ def test_in_sandbox_files_import_only_the_standard_library(rel: str) -> None:
 
 
 def test_in_sandbox_list_matches_what_the_image_ships() -> None:
-    from codeact.sandbox.kernel_files import KERNEL_FILES
+    from codeact.kernel.files import KERNEL_FILES
 
     assert set(IN_SANDBOX) == set(KERNEL_FILES)
 

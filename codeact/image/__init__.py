@@ -1,7 +1,7 @@
 """Sandbox images, built offline (no registry is ever contacted), and the Docker engine they live in.
 
 Floor 2 of the layers (docs/architecture.md), beside ``sandbox``: imports ``errors``, ``_paths`` and
-the list of in-sandbox files (``codeact.sandbox.kernel_files``); the Docker backend
+the list of in-sandbox files (``codeact.kernel.files``); the Docker backend
 (``sandbox/docker.py``) imports the engine client and ``ensure_image`` from here. No module of one
 imports a module of the other that imports it back.
 

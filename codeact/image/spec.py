@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from codeact.errors import SandboxUnavailable
-from codeact.sandbox.kernel_files import KERNEL_FILES  # the in-sandbox files, one list
+from codeact.kernel.files import KERNEL_FILES  # the in-sandbox files, one list
 
 from ._rootfs import SANDBOX_UID, RootfsParams
 from .engine import ImageNotFound, connected

@@ -13,8 +13,8 @@ from pydantic_core import to_jsonable_python
 
 from .._text import valid_json, valid_text
 from ..errors import ToolError
+from ..kernel.protocol import MAX_DEPTH, RefusedArguments, too_deep
 from ..results import ToolCallError, ToolCallRecord, bounded_value
-from ..sandbox.inside.protocol import MAX_DEPTH, RefusedArguments, too_deep
 from ._admission import SessionGate
 from .toolset import Tool
 
@@ -224,7 +224,7 @@ def _measure(arguments: Any) -> tuple[int, RefusedArguments | None]:
         text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, default=_no_json)
     except (TypeError, ValueError, RecursionError) as exc:
         return 0, RefusedArguments(f"arguments are not JSON: {exc}"[:300])
-    if valid_text(text) is not text:  # as the frame decoder refuses them (sandbox/inside/protocol.py)
+    if valid_text(text) is not text:  # as the frame decoder refuses them (kernel/protocol.py)
         return len(text), RefusedArguments("arguments hold a lone surrogate (text that is not valid Unicode)")
     return len(text), None
 

@@ -2,7 +2,7 @@
 
 ``map_code(runtime, code_or_fn, inputs)`` returns one :class:`~codeact.ExecutionResult` per input,
 in input order, failures included. Each input is bound as the variable ``item`` in a fresh
-namespace, by protocol frames (``reset``, ``bind``: see ``sandbox/inside/protocol.py``), never by
+namespace, by protocol frames (``reset``, ``bind``: see ``kernel/protocol.py``), never by
 code: the kernel decodes the JSON value, nothing is evaluated, and no extra run is made.
 
 * ``isolation="namespace"`` (the default when the policy allows it): each worker thread keeps one

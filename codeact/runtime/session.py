@@ -18,10 +18,10 @@ from typing import Any, Literal, cast
 
 from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
+from ..kernel.protocol import MAX_DEPTH, too_deep
 from ..results import CodeError, Diagnostic, EgressRecord, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
 from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
-from ..sandbox.inside.protocol import MAX_DEPTH, too_deep
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET

@@ -29,8 +29,8 @@ from typing import Any
 
 from .._text import valid_text
 from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
+from ..kernel.protocol import RefusedArguments
 from ..results import ToolCallError, ToolCallRecord, oversized_json
-from ..sandbox.inside.protocol import RefusedArguments
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
 from ._admission import RateLimiter, SessionGate, converter_for, fast_check_for

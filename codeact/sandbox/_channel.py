@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
-from .inside.protocol import FrameSocket
+from ..kernel.protocol import FrameSocket
 
 SOCKET_NAME = "channel.sock"
 

@@ -8,8 +8,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..kernel.protocol import FrameSocket
 from ._egress_policy import Egress
-from .inside.protocol import FrameSocket
 
 __all__ = ["KERNEL_ENV", "ExitStatus", "Sandbox", "SandboxConfig"]
 

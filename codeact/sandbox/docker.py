@@ -27,13 +27,13 @@ from .._text import one_line
 from ..errors import SandboxUnavailable
 from ..image import ensure_image, resolve_python
 from ..image.engine import docker_client
+from ..kernel.protocol import FrameSocket
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
 from .egress import EgressBroker
-from .inside.protocol import FrameSocket
 from .reaper import reap
 
 __all__ = ["DockerSandbox", "sandbox_image"]

@@ -24,9 +24,8 @@ from typing import Any
 
 from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
-from .base import Sandbox
-from .inside.frames import FROM_KERNEL, TERMINATIONS, problem
-from .inside.protocol import (
+from ..kernel.frames import FROM_KERNEL, TERMINATIONS, problem
+from ..kernel.protocol import (
     VERSION,
     FrameError,
     FrameSocket,
@@ -38,6 +37,7 @@ from .inside.protocol import (
     encode,
     refused_call,
 )
+from .base import Sandbox
 
 __all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 

@@ -1,7 +1,7 @@
 """The egress broker: the host's end of a sandbox's only way out, an HTTP proxy on a Unix socket.
 
 The sandbox keeps no network (only ``lo``). With ``SandboxConfig(egress=Egress(...))`` the kernel
-starts a forwarder on the sandbox's loopback (``inside/egress_forwarder.py``) that carries each
+starts a forwarder on the sandbox's loopback (``kernel/egress_forwarder.py``) that carries each
 connection, unread, over ``egress.sock`` in the channel's directory to this broker, and sets
 ``HTTP_PROXY``/``HTTPS_PROXY`` so that ordinary clients (urllib, requests, httpx, pip) use it.
 

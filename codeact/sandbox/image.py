@@ -18,7 +18,7 @@ from codeact.image import (
 )
 from codeact.image.__main__ import main
 
-from .kernel_files import KERNEL_FILES
+from ..kernel.files import KERNEL_FILES
 
 __all__ = [
     "BASE_IMAGE_REPO",

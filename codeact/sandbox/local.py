@@ -23,12 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
+from ..kernel.files import materialize
+from ..kernel.protocol import FrameSocket
 from . import _bwrap, _confine
 from ._channel import ChannelListener
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
 from .egress import EgressBroker
-from .inside.protocol import FrameSocket
-from .kernel_files import materialize
 
 __all__ = ["LocalSandbox", "isolation_report"]
 

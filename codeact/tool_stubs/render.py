@@ -43,7 +43,7 @@ HEADER = """\
 # read_result(call_id, offset, limit) pages through the rest."""
 
 #: In a lean module, the stubs after this line are compiled in the sandbox when the code first uses
-#: them (``codeact/sandbox/inside/lazy_stubs.py`` reads the same constant; the text is a plain comment,
+#: them (``codeact/kernel/lazy_stubs.py`` reads the same constant; the text is a plain comment,
 #: so the module stays complete: compiled whole, it defines everything).
 LAZY_MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"
 _CALL = "__codeact_call__"

@@ -19,7 +19,7 @@ from codeact.image import ImageSpec, default_base_tag, ensure_base, ensure_image
 from codeact.image._context import PythonInfo, dockerfile, pip_platforms
 from codeact.image._rootfs import RootfsParams, debian_mirror, strip_rootfs
 from codeact.image.engine import ImageNotFound, docker_client
-from codeact.sandbox.kernel_files import KERNEL_FILES
+from codeact.kernel.files import KERNEL_FILES
 
 TEST_REPO = "codeact-test-image"
 KERNEL = (

@@ -191,7 +191,7 @@ def test_threads_of_the_code_run_calls_concurrently(local_rt: Runtime, counter: 
 
 
 def test_async_stubs_need_the_kernel_client() -> None:
-    from codeact.sandbox.inside.client import ToolClient, async_stubs
+    from codeact.kernel.client import ToolClient, async_stubs
 
     with pytest.raises(RuntimeError, match="no tool client"):
         async_stubs({})

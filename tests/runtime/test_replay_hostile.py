@@ -164,7 +164,7 @@ def test_the_kernel_counts_processes_up_to_its_cap(monkeypatch: pytest.MonkeyPat
     import subprocess
     import threading
 
-    from codeact.sandbox.inside import running
+    from codeact.kernel import running
 
     children = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
     try:

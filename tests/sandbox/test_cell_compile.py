@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from codeact import Runtime
-from codeact.sandbox.inside import kernel
+from codeact.kernel import kernel
 
 HEADS = ["", "x = 1\n", "import os\n", "def f(a=1):\n    return a\n", "y = [i\n     for i in range(3)]\n"]
 TAILS = [

@@ -198,7 +198,7 @@ def test_empty_environment(session: Session) -> None:
     assert "CODEACT_TEST_HOST_SECRET" not in env
     assert set(env) <= {"PATH", "HOSTNAME", "LANG", "PYTHONDONTWRITEBYTECODE", "HOME", "PYTHONPATH", "TERM",
                         "PYTHONHASHSEED",  # sandbox.base.KERNEL_ENV, for replay
-                        "MPLBACKEND", "MPLCONFIGDIR"}, env  # the kernel's, for figures (inside/rich_output.py)
+                        "MPLBACKEND", "MPLCONFIGDIR"}, env  # the kernel's, for figures (kernel/rich_output.py)
     assert env.get("MPLBACKEND") == "Agg"
 
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from codeact.sandbox.inside import protocol
-from codeact.sandbox.inside.protocol import FrameSocket, OversizedFrame, PeerClosed, RefusedArguments, encode
-from codeact.sandbox.inside.protocol import _parse as _parse_body
+from codeact.kernel import protocol
+from codeact.kernel.protocol import FrameSocket, OversizedFrame, PeerClosed, RefusedArguments, encode
+from codeact.kernel.protocol import _parse as _parse_body
 
 LIMIT = 64 * 1024
 

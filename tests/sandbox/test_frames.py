@@ -1,4 +1,4 @@
-"""The frame schema (``sandbox/inside/frames.py``) is the one declaration of the channel: every frame
+"""The frame schema (``kernel/frames.py``) is the one declaration of the channel: every frame
 either side builds is declared there, and the host refuses every frame the kernel sends that
 does not fit it (unknown keys, missing keys, wrong types, oversized values, bad choices)."""
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from codeact.kernel.frames import FRAMES, FROM_HOST, FROM_KERNEL, problem
 from codeact.sandbox.driver import DoneFrame, _call_problem
-from codeact.sandbox.inside.frames import FRAMES, FROM_HOST, FROM_KERNEL, problem
 
-INSIDE = Path(__file__).resolve().parents[2] / "codeact" / "sandbox" / "inside"
-DRIVER = INSIDE.parent / "driver.py"
+INSIDE = Path(__file__).resolve().parents[2] / "codeact" / "kernel"
+DRIVER = INSIDE.parent / "sandbox" / "driver.py"
 
 
 def _frames_built(path: Path) -> list[tuple[str, set[str], int]]:

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codeact.sandbox.inside.frames import CODE_ERROR, FRAMES, MAX_CHUNKS, Field, problem
-from codeact.sandbox.inside.protocol import FrameSocket, _nests_deeper, decode_bounded, encode, too_deep
+from codeact.kernel.frames import CODE_ERROR, FRAMES, MAX_CHUNKS, Field, problem
+from codeact.kernel.protocol import FrameSocket, _nests_deeper, decode_bounded, encode, too_deep
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False, allow_infinity=False)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset
-from codeact.sandbox.inside import lazy_stubs
+from codeact.kernel import lazy_stubs
 from codeact.tool_stubs import ToolSpec, python_names
 from codeact.tool_stubs.render import LAZY_MARKER, render_lean_stubs, render_stubs
 from tests.servers.big_openapi import big_document

@@ -1,5 +1,5 @@
 """What a cell left running (the ``threads`` and ``children`` replay compares) stays exact when the
-kernel skips its walk of ``/proc`` (``sandbox/inside/running.py``): a cell that starts nothing
+kernel skips its walk of ``/proc`` (``kernel/running.py``): a cell that starts nothing
 after cells whose processes still run, or that started an orphan, or that took the kernel's
 descriptor of ``ns_last_pid`` away, still counts what runs."""
 

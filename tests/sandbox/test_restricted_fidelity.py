@@ -88,7 +88,7 @@ def test_deliberate_differences(pair: tuple[Runtime, Runtime], code: str, needle
 
 
 def test_deny_list_is_documented() -> None:
-    from codeact.sandbox.inside import _restricted
+    from codeact.kernel import _restricted
 
     assert len(_restricted.DENY_LIST) >= 10
     assert all(reason.strip() for reason in _restricted.DENY_LIST.values())

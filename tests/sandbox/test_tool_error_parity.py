@@ -1,5 +1,5 @@
 """One ``ToolError`` meaning on both sides of the channel: the class the model's code catches in
-the sandbox (``sandbox/inside/client.py``, standard library only) and the host's
+the sandbox (``kernel/client.py``, standard library only) and the host's
 (``codeact.errors``) take the same arguments, default ``retryable`` from the same codes and carry
 the same attributes."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, tool
 from codeact import errors as host
-from codeact.sandbox.inside import client as inside
-from codeact.sandbox.inside import frames
+from codeact.kernel import client as inside
+from codeact.kernel import frames
 
 CODES = [*get_args(host.ErrorCode), "some_future_code"]
 

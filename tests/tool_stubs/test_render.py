@@ -358,7 +358,7 @@ def test_omitted_arguments_are_not_sent_but_defaults_show() -> None:
 def test_async_twins_leave_omitted_arguments_out_too() -> None:
     import asyncio
 
-    from codeact.sandbox.inside.client import _async_variant
+    from codeact.kernel.client import _async_variant
 
     ns, _ = load(render_stubs([ToolSpec(name="t", input_schema={"properties": {"a": {"type": "integer", "default": 3}}})]))
     sent: list[dict[str, Any]] = []

@@ -30,7 +30,7 @@ __all__ = ["SANDBOX_NAMES", "CheckMode", "Checker", "cell_names", "has_errors"]
 
 CheckMode = Literal["off", "warn", "block"]
 
-#: What the kernel puts in every namespace besides the tool stubs (``sandbox/inside/kernel.py``).
+#: What the kernel puts in every namespace besides the tool stubs (``kernel/kernel.py``).
 SANDBOX_NAMES = frozenset({"ToolError", "parallel", "final_answer", "aio", "display", "__name__", "__builtins__",
                            "__codeact_call__", "__codeact_args__", "__codeact_mark_defaults__", "__codeact_locals__"})
 _BUILTINS = frozenset(dir(builtins))

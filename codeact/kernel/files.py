@@ -16,17 +16,17 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 #: Paths relative to the codeact package; copied flat (the kernel imports its siblings by name).
 KERNEL_FILES: tuple[str, ...] = (
-    "sandbox/inside/kernel.py",
-    "sandbox/inside/protocol.py",
-    "sandbox/inside/frames.py",
-    "sandbox/inside/_restricted.py",
-    "sandbox/inside/_restricted_ast.py",
-    "sandbox/inside/_restricted_modules.py",
-    "sandbox/inside/client.py",
-    "sandbox/inside/lazy_stubs.py",
-    "sandbox/inside/rich_output.py",
-    "sandbox/inside/egress_forwarder.py",
-    "sandbox/inside/running.py",
+    "kernel/kernel.py",
+    "kernel/protocol.py",
+    "kernel/frames.py",
+    "kernel/_restricted.py",
+    "kernel/_restricted_ast.py",
+    "kernel/_restricted_modules.py",
+    "kernel/client.py",
+    "kernel/lazy_stubs.py",
+    "kernel/rich_output.py",
+    "kernel/egress_forwarder.py",
+    "kernel/running.py",
 )
 
 
