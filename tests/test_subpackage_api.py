@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import re
+import sys
+import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -75,7 +80,8 @@ def test_subpackage_public_names_are_pinned(package: str) -> None:
         assert getattr(module, name) is not None
 
 
-#: Modules that moved, kept as re-exports: their names (as before the move) and where they went.
+#: Modules that moved, kept as deprecated re-exports: their names (as before the move), where they went,
+#: and what their warning names as the new path.
 MOVED = {
     "codeact.sandbox.image": (
         ["BASE_IMAGE_REPO", "DEFAULT_IMAGE_REPO", "IMAGE_FORMAT", "KERNEL_FILES", "ImageSpec", "build_image",
@@ -88,14 +94,70 @@ MOVED = {
         ["codeact.image.engine", "codeact.image.doctor"],
     ),
     "codeact.sandbox.prune": (["DEFAULT_KEEP", "PruneReport", "auto_prune", "prune_images"], ["codeact.image.prune"]),
+    "codeact.runtime.openapi": (["load_openapi", "openapi_endpoints", "openapi_tools"],
+                                ["codeact.runtime.sources.openapi"]),
+    "codeact.runtime.http_tools": (
+        ["HttpAuth", "HttpClient", "HttpEndpoint", "HttpParam", "Location", "Secret", "http_tool", "http_tools"],
+        ["codeact.runtime.sources.http"],
+    ),
+    "codeact.runtime.mcp_tools": (["MCPConnection", "MCPServerRef", "MCPTools", "is_mcp_server"],
+                                  ["codeact.runtime.sources.mcp"]),
+    "codeact.evals.batch": (["Isolation", "function_code", "map_code"], ["codeact.runtime.batch"]),
 }
+#: Names a moved module still defines itself (the old functions that returned a ``Toolset``).
+KEPT = {"codeact.runtime.mcp_tools": ["amcp_toolset", "mcp_toolset", "mcp_toolsets"]}
+
+
+def _import_fresh(name: str) -> ModuleType:
+    """Import ``name`` as if for the first time in this process (its body runs again)."""
+    sys.modules.pop(name, None)
+    parent, _, child = name.rpartition(".")
+    if hasattr(sys.modules[parent], child):
+        delattr(sys.modules[parent], child)
+    __import__(name)  # not importlib.import_module, whose own frame the warning would point at
+    return sys.modules[name]
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
-def test_moved_modules_still_export_their_names(old: str) -> None:
+def test_moved_modules_warn_once_and_still_export_their_names(old: str) -> None:
     names, homes = MOVED[old]
-    module = importlib.import_module(old)
-    assert sorted(module.__all__) == sorted(names)
+    with pytest.warns(DeprecationWarning, match=rf"^{re.escape(old)} is deprecated; import from {homes[0]}\b") as caught:
+        module = _import_fresh(old)
+    assert len(caught) == 1 and caught[0].filename == __file__  # at the line that imported the old path
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert importlib.import_module(old) is module  # imported again: no second warning
+    assert sorted(module.__all__) == sorted(names + KEPT.get(old, []))
     new = [vars(importlib.import_module(home)) for home in homes]
     for name in names:
         assert any(getattr(module, name) is home.get(name) for home in new), f"{old}.{name} is not the moved one"
+    for name in KEPT.get(old, []):
+        assert callable(getattr(module, name)), f"{old}.{name}"
+
+
+def _imported_modules(path: Path, root: Path) -> set[str]:
+    """Every module ``path`` imports (relative imports resolved), whether ``import x`` or ``from x import y``
+    (``from x import y`` counts ``x.y`` too: ``y`` may be a module)."""
+    package = path.parent.relative_to(root).parts
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])]) \
+                if node.level else (node.module or "")
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_nothing_in_the_package_imports_a_deprecated_path() -> None:
+    """The suite turns warnings into errors, so an import of a moved path from the package, the tests or
+    the benchmarks would fail somewhere; this names the file instead."""
+    root = PACKAGE.parent
+    shims = {root / (m.replace(".", "/") + ".py") for m in MOVED}
+    found = [f"{path.relative_to(root)}: {name}"
+             for path in [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]
+             if path not in shims
+             for name in sorted(_imported_modules(path, root) & set(MOVED))]
+    assert found == []

@@ -294,7 +294,7 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
                sink: _Sink, *, concurrency: int, isolation: str, progress: bool, workers: int,
                ray_address: str | None) -> bool:
     """Run the items ``sink`` does not hold yet; True when Ctrl-C stopped the run."""
-    from ..evals.batch import map_code
+    from ..runtime.batch import map_code
     from ..runtime.session import Runtime
 
     todo = [i for i in range(len(items)) if i not in sink.lines]

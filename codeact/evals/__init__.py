@@ -7,7 +7,7 @@
 
 Suites (:mod:`.suite`, :mod:`.checks`, built-ins in :mod:`.suites`), the runner (:mod:`.runner`,
 resumable results in :mod:`.results_store`), the report (:mod:`.report`; plots need the ``plots``
-extra), batches (:mod:`.batch`: :mod:`codeact.runtime.batch` with a bar), Ray scale-out
+extra), batches (:mod:`codeact.runtime.batch`, with a bar), Ray scale-out
 (:mod:`.ray_engine`; the ``ray`` extra, imported only when asked for) and the progress bar they show
 (:mod:`.progress`).
 
@@ -16,7 +16,7 @@ Floor 5 of the layers (docs/architecture.md): imports ``agent`` and below, never
 
 from __future__ import annotations
 
-from .batch import function_code, map_code
+from ..runtime.batch import function_code, map_code
 from .checks import Check, custom, exact, list_equal, numeric, set_equal
 from .providers import ModelSpec, ScriptedProvider
 from .report import summarize, wilson, write_report

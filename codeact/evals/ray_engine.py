@@ -52,7 +52,7 @@ class _BatchWorker:
         self.threads = threads
 
     def map(self, code: str, start: int, items: list[Any]) -> tuple[int, list[ExecutionResult]]:
-        from .batch import map_code
+        from ..runtime.batch import map_code
 
         return start, map_code(self.runtime, code, items, concurrency=self.threads, progress=False)
 
@@ -96,7 +96,7 @@ def run_episodes(config: RunConfig, keys: Sequence[EpisodeKey], *, workers: int 
 def map_code_ray(tools: Callable[[], Toolset], sandbox: SandboxConfig, code: str, inputs: Sequence[Any], *,
                  workers: int = 2, threads: int = 2, address: str | None = None,
                  on_done: Callable[[list[ExecutionResult]], None] | None = None) -> list[ExecutionResult]:
-    """:func:`~codeact.evals.batch.map_code` over Ray actors; results in input order."""
+    """:func:`~codeact.runtime.batch.map_code` over Ray actors; results in input order."""
     items = list(inputs)
     if not items:
         return []

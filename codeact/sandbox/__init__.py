@@ -2,7 +2,8 @@
 
 Floor 2 of the layers (docs/architecture.md): imports ``errors``, ``results``, ``tool_stubs``, never a higher floor.
 Image building and the Docker engine client live beside it in ``codeact.image`` (also floor 2), which the Docker
-backend imports; ``sandbox.engine``, ``sandbox.image`` and ``sandbox.prune`` re-export their old names from there.
+backend imports; ``sandbox.engine``, ``sandbox.image`` and ``sandbox.prune`` are deprecated paths that re-export
+their old names from there and warn.
 """
 
 from __future__ import annotations

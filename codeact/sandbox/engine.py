@@ -1,7 +1,11 @@
-"""Moved to :mod:`codeact.image.engine` (and ``doctor`` to :mod:`codeact.image.doctor`); this path stays."""
+"""Deprecated path: moved to :mod:`codeact.image.engine` (and ``doctor`` to :mod:`codeact.image.doctor`).
+
+Importing it still works and warns once (``DeprecationWarning`` naming the new path).
+"""
 
 from __future__ import annotations
 
+from codeact._deprecated import moved_module
 from codeact.image.doctor import doctor
 from codeact.image.engine import (
     APIError,
@@ -25,3 +29,5 @@ __all__ = [
     "ensure_engine",
     "runtimes",
 ]
+
+moved_module("codeact.sandbox.engine", "codeact.image.engine (doctor: codeact.image.doctor)")

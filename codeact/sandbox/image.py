@@ -1,9 +1,14 @@
-"""Moved to :mod:`codeact.image`; this path (and ``python -m codeact.sandbox.image``) stays."""
+"""Deprecated path: moved to :mod:`codeact.image` (``KERNEL_FILES`` to :mod:`codeact.kernel.files`;
+``python -m codeact.sandbox.image`` is ``python -m codeact.image``).
+
+Importing it still works and warns once (``DeprecationWarning`` naming the new path).
+"""
 
 from __future__ import annotations
 
 import sys
 
+from codeact._deprecated import moved_module
 from codeact.image import (
     BASE_IMAGE_REPO,
     DEFAULT_IMAGE_REPO,
@@ -33,6 +38,8 @@ __all__ = [
     "image_tag",
     "resolve_python",
 ]
+
+moved_module("codeact.sandbox.image", "codeact.image (KERNEL_FILES: codeact.kernel.files)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from codeact import Runtime, SandboxConfig, SandboxError, ToolError, tool
 from codeact.cli import app
-from codeact.evals.batch import function_code, map_code
 from codeact.runtime import batch as runtime_batch
+from codeact.runtime.batch import function_code, map_code
 
 LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 

@@ -231,14 +231,3 @@ def test_from_module_errors(tmp_path: Path) -> None:
         Toolset.from_module(broken)
     with pytest.raises(ToolDefinitionError, match="cannot import"):
         Toolset.from_module("no_such_module_for_codeact_tests")
-
-
-def test_the_sources_old_module_paths_still_import() -> None:
-    from codeact.runtime import http_tools, mcp_tools, openapi
-    from codeact.runtime.sources import http, mcp
-    from codeact.runtime.sources import openapi as openapi_source
-
-    assert http_tools.HttpEndpoint is http.HttpEndpoint and http_tools.http_tools is http.http_tools
-    assert openapi.openapi_endpoints is openapi_source.openapi_endpoints
-    assert mcp_tools.MCPConnection is mcp.MCPConnection and mcp_tools.is_mcp_server is mcp.is_mcp_server
-    assert callable(mcp_tools.mcp_toolset) and callable(mcp_tools.mcp_toolsets) and callable(mcp_tools.amcp_toolset)
