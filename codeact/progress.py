@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # rich costs ~30 ms to import: loaded by the first Bar, not by ``import codeact``
+if TYPE_CHECKING:  # rich is slow to import: loaded by the first Bar, not by ``import codeact``
     from rich.console import RenderableType
     from rich.progress import Progress, TaskID
 

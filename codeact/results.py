@@ -118,10 +118,11 @@ class EgressRecord(BaseModel):
 
 
 class ExecutionResult(BaseModel):
-    """The structured result of one code action (the contract in DESIGN.md)."""
+    """The structured result of one code action: a public contract (``codeact exec --json`` prints it;
+    its fields are listed in the README and pinned by the tests)."""
 
-    # Alike by design (sandbox/driver.py _Done): the kernel's done frame carries these fields on the wire;
-    # the frame schema is the sandbox's own model (issue 17 gives it one frame-schema module). EpisodeResult
+    # Alike by design (sandbox/driver.py DoneFrame): the kernel's done frame carries these fields on the
+    # wire; the frame schema is the kernel's own (kernel/frames.py). EpisodeResult
     # (evals/results_store.py) is a list of fields of the same shape, of another record.
     ok: bool
     termination: Termination

@@ -178,7 +178,7 @@ class FunctionCallingAgent(AgentBase):
         return choice
 
     async def _loop(self, runtime: Runtime, state: EpisodeState) -> None:
-        wire = wire_names(runtime.toolset)  # once an episode: GitHub's 1,223 tools take ~60 ms
+        wire = wire_names(runtime.toolset)  # once an episode: a large toolset's names are not free to map
         system = self._system(runtime)
         loaded: list[str] = []  # deferred loading: the tools searches found, in order
         choice = self._first_choice(wire)

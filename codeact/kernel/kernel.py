@@ -61,7 +61,8 @@ _CHUNK_BYTES = 32  # what a chunk costs in an output frame beyond its text: ["st
 #: While a run's code computes and no caller reads the channel, the reader thread takes it over
 #: after this long (to see an interrupt frame; Docker's SIGINT needs no reader); shorter runs and
 #: calls never wake it. It also wakes on this period while a run is in progress: each wake costs
-#: the main thread a GIL hand-off, so 2 ms cost warm runs ~5-20 % (interleaved A/B); 20 ms does not.
+#: the main thread a GIL hand-off, so a period much shorter than this one slowed warm runs in an
+#: interleaved A/B (the figures are in its commit); this one does not.
 _READER_AFTER_S = 0.02
 #: After a run, the reader thread keeps waking on that period this long (so back-to-back runs
 #: need not wake it each), then sleeps until the next run.
@@ -501,7 +502,7 @@ class Kernel:
         try:
             # A cell that certainly does not end with an expression compiles straight from its
             # source when nothing needs the tree (no policy, no lazy stubs): parsing to Python
-            # AST objects and compiling those cost ~10 % of a warm run.
+            # AST objects and compiling those is a visible share of a warm run.
             exec_code = _statements_only(source, filename) if self._compile == self._compile_plain else None
             eval_code = None
             if exec_code is None:
@@ -564,7 +565,7 @@ class Kernel:
 
     def _own_sigint(self) -> None:
         """Make sure the kernel's handler is SIGINT's (the code may have replaced it); a C-level
-        check, ~0.1 µs, where ``signal.signal`` per run cost ~5 µs."""
+        check, far cheaper than a ``signal.signal`` per run."""
         if _signal.getsignal(signal.SIGINT) is not self.on_sigint:
             signal.signal(signal.SIGINT, self.on_sigint)
 
@@ -652,7 +653,7 @@ class Kernel:
             pass
 
     def serve(self) -> None:
-        # Installed once, not per run (two signal.signal calls cost ~10 µs a run); it ignores a
+        # Installed once, not per run (two signal.signal calls a run showed on the hot path); it ignores a
         # SIGINT that lands between runs.
         signal.signal(signal.SIGINT, self.on_sigint)
         os.register_at_fork(after_in_child=self._forked)
@@ -684,7 +685,7 @@ class Kernel:
 
     def _warm_up(self) -> None:
         """Take the cell path once on a no-op, in a scratch namespace, nothing sent: the first real
-        run then does not pay for first-time work (~0.1 ms of a pooled session's first result).
+        run then does not pay for first-time work (a visible share of a pooled session's first result).
         Runs while the host has nothing to ask yet (a pooled kernel waits for its session)."""
         namespace, count, compile_cell = self.namespace, self.cell_count, self._compile
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -952,8 +953,8 @@ def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
 
 
 def _parse_args(argv: list[str]) -> dict[str, Any]:
-    """``--connect PATH --policy none|restricted --extra-path DIR...`` (no argparse: it costs
-    milliseconds of every sandbox start, and only the host ever writes this command line)."""
+    """``--connect PATH --policy none|restricted --extra-path DIR...`` (no argparse: importing it
+    slows every sandbox start, and only the host ever writes this command line)."""
     args: dict[str, Any] = {"connect": DEFAULT_SOCKET, "policy": "none", "extra_path": [], "egress": None}
     pairs = iter(argv)
     for flag in pairs:

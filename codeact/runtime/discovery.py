@@ -10,8 +10,8 @@ Views: when every stub fits ``prompt_budget_chars``, the model is shown them all
 sandbox gets the same typed module. Otherwise the model is shown an index (header, how to search
 and describe, groups with counts and examples) and the sandbox gets *lean* stubs: every tool is
 still a function with its real parameters and defaults, callable by its python name, but without
-annotations, docstrings or ``TypedDict`` classes, so thousands of tools compile in milliseconds
-per session; ``describe_tool`` renders a tool's typed stub on demand.
+annotations, docstrings or ``TypedDict`` classes, so thousands of tools compile cheaply in every
+session; ``describe_tool`` renders a tool's typed stub on demand.
 """
 
 from __future__ import annotations

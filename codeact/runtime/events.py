@@ -5,7 +5,7 @@
 
 Events, in order (``t``: seconds since the run started)::
 
-    stdout / stderr   text                 chunks as the code writes them, at most every ~50 ms;
+    stdout / stderr   text                 chunks as the code writes them, batched (the kernel's ``_LIVE_PERIOD``);
                                            together exactly the result's (capped) stream, less
                                            what was dropped (see ``done``)
     call_started      id, name, arguments  when the host receives the call

@@ -4,7 +4,7 @@ As root (the engine's usual setting) the workspace is an ext4 image file of ``di
 takes host disk only as the code writes) loop-mounted at ``<session dir>/workspace`` and bind-mounted
 into the container. Writing past the quota fails in the code with ``ENOSPC``; the host's disk loses
 at most ``disk_mb`` per session. Costs: a sparse copy of a cached empty image (``mkfs`` once per
-machine and size) and a ``mount`` per sandbox start (~30 ms; the warm pool does it ahead), one loop
+machine and size) and a ``mount`` per sandbox start (the costly part; the warm pool does it ahead), one loop
 device per live session; the image is deleted at close.
 
 A user-given directory (``rt.session(workspace=DIR)``) is *copied in* at start, so its owner and
@@ -61,7 +61,7 @@ class Workspace:
             self.path.mkdir(parents=True, exist_ok=True)
             return
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _sparse_copy(_template(self.disk_mb, self.uid), self._image)  # ~1 ms instead of a mkfs per start
+        _sparse_copy(_template(self.disk_mb, self.uid), self._image)  # a copy of holes, not a mkfs per start
         options = "loop,nosuid,nodev,noatime,noinit_itable"  # noinit_itable: no background zeroing writes
         _run(["mount", "-t", "ext4", "-o", options, str(self._image), str(self.path)])
         self._mounted = True

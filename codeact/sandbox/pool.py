@@ -66,9 +66,9 @@ class SandboxPool:
     """Keeps ``size`` kernels ready; a background thread refills after each ``acquire``.
 
     A refill starts ``REFILL_DELAY_S`` after the acquire that called for it: starting a kernel is
-    tens of ms of Docker API calls in this process (GIL) and of engine work beside it, which would
-    otherwise land on the acquiring session's first run (pooled first result, interleaved:
-    median 1.6-1.9 ms with an immediate refill, 1.0 ms with a 50 ms delay)."""
+    Docker API calls in this process (holding the GIL) and engine work beside it, which would
+    otherwise land on the acquiring session's first run (an interleaved A/B of the pooled first
+    result chose the delay; the numbers are in its commit)."""
 
     REFILL_DELAY_S = 0.05
 

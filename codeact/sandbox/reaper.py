@@ -1,6 +1,7 @@
 """Container removal off the caller's path: ``reap`` queues one, ``drain`` waits for the queue.
 
-``docker rm -f`` takes 50-120 ms in the engine; a session's close should not wait for it. Closing
+``docker rm -f`` is slow engine work (it stops and deletes the container); a session's close should
+not wait for it. Closing
 drops the channel (the kernel exits on EOF) and queues the removal here; ``drain()`` waits for the
 queue (the runtime's close and interpreter exit call it), and the stale-owner cleanup at the next
 start covers a process that died before draining.

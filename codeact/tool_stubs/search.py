@@ -41,7 +41,7 @@ class _Doc:
 
 
 class SearchIndex:
-    """BM25F over the specs' fields (built once; a search is a few milliseconds for thousands of tools)."""
+    """BM25F over the specs' fields (built once, so a search is a scan of the index, not of the specs)."""
 
     def __init__(self, specs: Iterable[ToolSpec], groups: Mapping[str, str] | None = None,
                  python_names: Mapping[str, str] | None = None) -> None:

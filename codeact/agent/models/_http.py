@@ -36,7 +36,7 @@ _T = TypeVar("_T")
 
 @functools.lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
-    """One verifying context for every async client: building one costs 50-100 ms."""
+    """One verifying context for every async client: building one loads the system's CA store, which is slow."""
     return ssl.create_default_context()
 
 

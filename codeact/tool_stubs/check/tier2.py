@@ -4,9 +4,9 @@ with the stubs of the tools it names, the sandbox helpers and the earlier cells'
 Chosen by measurement (``benchmarks/check_tier2.py``): of ``ty``, ``pyrefly``, ``basedpyright`` and
 ``mypy`` on the project's model-style code, ``ty`` had the fewest false errors among those that find
 the mutated calls, and the fastest start; kept running as a language server (``ty server``) it
-answers a cell in about a millisecond. It still reports errors on code that runs (a dynamic idiom,
-a ``max`` over a mixed list), so its findings are warnings, never a reason to block. The code is
-read, never run: ty parses it on the host.
+answers a cell without a process start (``make bench`` measures it). It still reports errors on
+code that runs (a dynamic idiom, a ``max`` over a mixed list), so its findings are warnings, never
+a reason to block. The code is read, never run: ty parses it on the host.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def ty_binary() -> str:
 
 
 class TypeCheck:
-    """``ty server`` kept running (a check then takes about a millisecond instead of a process start),
+    """``ty server`` kept running (a check then costs a request, not a process start),
     one scratch directory of its own; :meth:`close` ends both. A server that dies or does not answer
     in ``timeout_s`` is dropped (that cell gets no tier-2 findings) and started again for the next."""
 
