@@ -22,8 +22,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codeact import Runtime, SandboxConfig, ToolError, ToolPolicy, Toolset, tool, tracing
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
+from tests._configs import LOCAL
 
 
 class Otel:

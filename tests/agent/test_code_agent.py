@@ -22,11 +22,11 @@ from codeact.agent import (
     extract_code,
 )
 from codeact.testing.fake_server import FakeModelServer
+from tests._configs import LOCAL
 from tests.conftest import Counter, make_tools
 
 WIRES = [("openai", False), ("openai", True), ("anthropic", False), ("anthropic", True)]
 WIRE_IDS = ["openai-json", "openai-stream", "anthropic-json", "anthropic-stream"]
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 
 WEATHER_CODE = """\
 pit = get_weather("Pittsburgh")

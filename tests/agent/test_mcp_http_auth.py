@@ -27,13 +27,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from codeact import ExecutionResult, Runtime, SandboxConfig, Session
+from codeact import ExecutionResult, Runtime, Session
 from codeact.agent.mcp_server import CodeActMCP, HttpOptions, build_http_app
+from tests._configs import LOCAL
 from tests.servers.util import free_port, wait_for_port
 
 CODEACT = str(Path(sys.executable).with_name("codeact"))
 TOKEN = "test-token-" + os.urandom(12).hex()
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 
 
 class Served:

@@ -12,10 +12,9 @@ from typing import Any
 import jsonschema
 from mcp import Client
 
-from codeact import ExecutionResult, Runtime, SandboxConfig, Toolset, tool
+from codeact import ExecutionResult, Runtime, Toolset, tool
 from codeact.agent.mcp_server import build_mcp_server
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
+from tests._configs import LOCAL
 
 
 @tool

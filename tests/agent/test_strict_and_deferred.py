@@ -10,14 +10,13 @@ import pytest
 from openai.lib._pydantic import _ensure_strict_json_schema
 from openai.types.chat import ChatCompletionFunctionTool
 
-from codeact import FunctionCallingAgent, Runtime, SandboxConfig, Toolset, ToolSpec, tool
+from codeact import FunctionCallingAgent, Runtime, Toolset, ToolSpec, tool
 from codeact.testing.fake_server import FakeModelServer
 from codeact.tool_stubs.strict import NotStrict, drop_omitted_nulls, strict_schema
+from tests._configs import LOCAL
 from tests.agent.test_code_agent import client_for
 from tests.servers.big_openapi import big_document
 from tests.tool_stubs.test_render import ORDER_SCHEMA, specs
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 
 BFCL_LIKE: list[dict[str, Any]] = [
     ORDER_SCHEMA,

@@ -10,14 +10,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from codeact import Runtime, SandboxConfig, tracing
+from codeact import Runtime, tracing
 from codeact.agent import CodeActAgent, FunctionCallingAgent
 from codeact.testing.fake_server import FakeModelServer
+from tests._configs import LOCAL
 from tests.agent.test_code_agent import WEATHER_CODE, client_for, fenced
 from tests.agent.test_json_agent import PARALLEL_WEATHER
 from tests.conftest import Counter, make_tools
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from codeact import FunctionCallingAgent, Runtime, SandboxConfig, Toolset, tool
+from codeact import FunctionCallingAgent, Runtime, Toolset, tool
 from codeact.agent.json_agent import WIRE_NAME, wire_names
 from codeact.testing.fake_server import FakeModelServer
+from tests._configs import LOCAL
 from tests.agent.test_code_agent import client_for
 from tests.servers.big_openapi import big_document
 from tests.servers.github_tasks import github_document
 
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 LONG = "packages/list-docker-migration-conflicting-packages-for-authenticated-user"  # 74 characters
 
 

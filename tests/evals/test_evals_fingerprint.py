@@ -15,8 +15,8 @@ from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import load_suite
 from codeact.testing.fake_server import FakeModelServer
+from tests._configs import LOCAL
 
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 ONE = {"tasks": ["weather.convert"], "modes": ["code"], "progress": False}
 
 

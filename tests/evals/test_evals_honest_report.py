@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from codeact import SandboxConfig, Toolset
+from codeact import Toolset
 from codeact.agent.messages import Usage
 from codeact.agent.models.anthropic import parse_message
 from codeact.agent.models.openai import parse_completion
@@ -20,8 +20,7 @@ from codeact.evals.providers import ModelSpec
 from codeact.evals.report import write_report
 from codeact.evals.runner import run_suite
 from codeact.evals.suite import Suite, Task, load_suite
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
+from tests._configs import LOCAL
 
 
 def _broken_tools() -> Toolset:

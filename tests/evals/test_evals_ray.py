@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from codeact import SandboxConfig, Toolset, tool
+from codeact import Toolset, tool
 from codeact.evals.runner import run_suite
+from tests._configs import LOCAL
 
 try:
     import ray  # noqa: F401
@@ -21,7 +22,6 @@ except ImportError:  # the optional extra ``ray``; under CI=true it must be ther
         raise
     pytest.skip("ray is not installed (pip install 'codeact[ray]')", allow_module_level=True)
 
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 COMPARED = ("correct", "answer", "status", "stop_reason", "turns", "model_calls", "tokens_in", "tokens_out",
             "tool_calls", "tool_errors", "errors")
 

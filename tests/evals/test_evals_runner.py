@@ -23,8 +23,8 @@ from codeact.evals.runner import run_suite
 from codeact.evals.suite import Suite, Task, load_suite
 from codeact.testing._fake_wire import usage_of
 from codeact.testing.fake_server import FakeModelServer
+from tests._configs import LOCAL
 
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
 #: The deliberate slips of the reference scripts (a competent model's typical mistakes).
 SLIPS = {
     "weather": {("weather.ambiguous_city", "code"), ("weather.at_least_20c", "json")},

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import Runtime, tool
 from codeact.errors import ToolError
-
-LOCAL = SandboxConfig(backend="local", timeout_s=10, grace_s=1, policy="none")
+from tests._configs import LOCAL
 
 
 @pytest.fixture

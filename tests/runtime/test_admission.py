@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, Tool, Toolset, ToolSpec
+from codeact import Runtime, Tool, Toolset, ToolSpec
 from codeact.runtime import toolhost
 from codeact.runtime._admission import fast_check_for
 from codeact.runtime.ledger import CallLedger
-
-LOCAL = SandboxConfig(backend="local", timeout_s=30, grace_s=1, policy="none")
+from tests._configs import LOCAL
 
 FIND = ToolSpec(name="find", description="Find things.", input_schema={
     "type": "object",

@@ -15,8 +15,7 @@ from codeact import Runtime, SandboxConfig, SandboxError, ToolError, tool
 from codeact.cli import app
 from codeact.runtime import batch as runtime_batch
 from codeact.runtime.batch import function_code, map_code
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=10)
+from tests._configs import LOCAL
 
 
 @tool
@@ -117,7 +116,7 @@ def test_a_sandbox_that_fails_to_start_fails_only_its_item(monkeypatch: pytest.M
         real(self)
 
     monkeypatch.setattr(LocalSandbox, "start", flaky)
-    config = SandboxConfig(backend="local", timeout_s=10, policy="none")
+    config = LOCAL
     with Runtime([], config) as rt:
         if failing == 1:
             with pytest.raises(SandboxUnavailable, match="refused this one"):
@@ -145,7 +144,7 @@ def test_a_start_failing_in_the_first_wave_fails_only_its_item(monkeypatch: pyte
         real(self)
 
     monkeypatch.setattr(LocalSandbox, "start", flaky)
-    config = SandboxConfig(backend="local", timeout_s=10, policy="none")
+    config = LOCAL
     with Runtime([], config) as rt:
         results = rt.map("import time\ntime.sleep(0.5)\nitem * 2", range(4), concurrency=2, isolation="sandbox")
     done = [(i, r.value) for i, r in enumerate(results) if r.ok]

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import Runtime, tool
 from codeact.runtime._workspace import collect_files, lay_files
 from codeact.runtime.events import OutputChunk, _Sink
 from codeact.runtime.snapshot import SnapshotFile
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20, grace_s=1)
+from tests._configs import LOCAL
 
 
 def test_each_tool_has_its_own_rate_limiter() -> None:

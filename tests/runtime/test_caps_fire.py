@@ -14,9 +14,8 @@ import pytest
 from codeact import Runtime, SandboxConfig, ToolError, ToolSpec, tool
 from codeact.errors import ToolArgumentsError
 from codeact.runtime.sources.http import http_tool
+from tests._configs import LOCAL
 from tests.servers.http_app import ApiServer
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 
 
 @tool

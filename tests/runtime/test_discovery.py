@@ -11,10 +11,9 @@ import pytest
 
 from codeact import Runtime, SandboxConfig, Toolset, tool
 from codeact.tool_stubs.catalog import ToolCatalog
+from tests._configs import LOCAL
 from tests.servers.big_openapi import RESOURCES, big_document
 from tests.servers.json_http import json_server
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 @pytest.fixture(scope="module")

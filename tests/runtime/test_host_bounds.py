@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import Runtime, tool
 from codeact.runtime.ledger import CallLedger
+from tests._configs import LOCAL as SHARED_LOCAL
 from tests.sandbox.test_channel_hostile import FORGE
 
-LOCAL = SandboxConfig(backend="local", timeout_s=60, grace_s=1, policy="none")
+#: More room than the shared one: these runs flood the host with calls and large frames on purpose.
+LOCAL = SHARED_LOCAL.model_copy(update={"timeout_s": 60.0})
 
 
 @tool
@@ -283,7 +285,7 @@ def test_a_second_session_is_not_starved() -> None:
         """Answers."""
         return "ok"
 
-    config = SandboxConfig(backend="local", timeout_s=60, grace_s=1, policy="none")
+    config = LOCAL
     try:
         with Runtime([slow, quick], config) as rt, rt.session() as flood, rt.session() as other:
             flooding = threading.Thread(target=flood.run, args=(

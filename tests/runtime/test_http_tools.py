@@ -17,11 +17,11 @@ from codeact import Runtime, SandboxConfig, ToolError, Toolset
 from codeact.errors import ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.sources.http import HttpAuth, HttpClient, HttpEndpoint, HttpParam, http_tool
+from tests._configs import LOCAL
 from tests.servers.http_app import ApiServer
 
 TOKEN_ENV = "CODEACT_TEST_API_TOKEN"
 TOKEN = "tok-" + secrets.token_hex(16)
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_a_body_sent_a_byte_at_a_time_ends_at_the_timeout_and_frees_its_connecti
     slow = http_tool("dribble", "GET", f"{api.url}/dribble?bytes=200&every=0.1", timeout_s=0.5,
                      client=client, idempotent=False)
     fast = http_tool("fast", "GET", f"{api.url}/status/200", timeout_s=2, client=client)
-    with Runtime([slow, fast], SandboxConfig(backend="local", policy="none")) as rt:
+    with Runtime([slow, fast], LOCAL) as rt:
         ledger = CallLedger()
         for _ in range(2):
             started = time.monotonic()

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, ToolError, tool
+from codeact import Runtime, ToolError, tool
 from codeact.runtime.ledger import CallLedger
-
-LOCAL = SandboxConfig(backend="local", policy="none")
+from tests._configs import LOCAL
 
 
 @tool

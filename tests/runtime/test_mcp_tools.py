@@ -17,10 +17,10 @@ from mcp import StdioServerParameters
 from codeact import Runtime, SandboxConfig, ToolError, ToolPolicy, Toolset, render_stubs
 from codeact.errors import ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
+from tests._configs import LOCAL
 from tests.servers.util import free_port, process_gone, wait_for_port
 
 SERVER = str(Path(__file__).parents[1] / "servers" / "mcp_server.py")
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,8 @@ import pytest
 from codeact import Runtime, SandboxConfig, ToolError, ToolPolicy, tool
 from codeact.errors import ToolDefinitionError
 from codeact.runtime.ledger import CallLedger
+from tests._configs import LOCAL
 from tests.conftest import Counter
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 
 
 def run(rt: Runtime, code: str) -> Any:

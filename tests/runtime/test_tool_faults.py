@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import Runtime, tool
 from codeact.runtime.ledger import CallLedger
+from tests._configs import LOCAL
 
-LOCAL = SandboxConfig(backend="local", timeout_s=10, grace_s=1, policy="none")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -167,7 +167,7 @@ def test_a_queued_call_of_an_ended_run_never_runs() -> None:
         release.wait(30)
         return i
 
-    config = SandboxConfig(backend="local", timeout_s=2, grace_s=1, policy="none")
+    config = LOCAL.model_copy(update={"timeout_s": 2.0})
     try:
         with Runtime([slow], config) as rt, rt.session() as s:
             share = s.calls.gate.limit
@@ -256,7 +256,7 @@ def test_a_late_result_after_a_timeout_changes_no_record(ends: str) -> None:
             returned.set()
 
     code = "hang()" if ends == "run_timeout" else "try:\n    hang()\nexcept ToolError as e:\n    err = e.code\nerr"
-    config = SandboxConfig(backend="local", timeout_s=1.5, grace_s=1, policy="none")
+    config = LOCAL.model_copy(update={"timeout_s": 1.5})
     try:
         with Runtime([hang], config) as rt, rt.session() as s:
             assert rt.host._route(rt.toolset.get("hang")).plain  # type: ignore[arg-type]  # the fast path

@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from codeact import HttpEndpoint, HttpParam, Runtime, SandboxConfig, Toolset, tool
+from codeact import HttpEndpoint, HttpParam, Runtime, Toolset, tool
+from tests._configs import LOCAL
 
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=20)
 ECHO_SERVER = str(Path(__file__).parents[1] / "servers" / "mcp_echo.py")
 
 

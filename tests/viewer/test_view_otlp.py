@@ -16,16 +16,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from codeact import Runtime, SandboxConfig, ToolError, tool, tracing
+from codeact import Runtime, ToolError, tool, tracing
 from codeact.agent import CodeActAgent, FunctionCallingAgent
 from codeact.testing.fake_server import FakeModelServer
 from codeact.viewer import write_view
 from codeact.viewer._otlp import is_otlp, load_otlp
+from tests._configs import LOCAL
 from tests.agent.test_code_agent import client_for, fenced
 from tests.agent.test_json_agent import PARALLEL_WEATHER
 from tests.conftest import Counter, make_tools
-
-LOCAL = SandboxConfig(backend="local", policy="none", timeout_s=30)
 
 
 class _FileCollector(BaseHTTPRequestHandler):
