@@ -1,4 +1,4 @@
-"""The results as a terminal table (rich), as JSON files, and as the README's benchmark section."""
+"""The results as a terminal table (rich), as JSON files, and as the table in docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def print_table(data: dict[str, Any], console: Console) -> None:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """The README's benchmark section (between the markers), generated from the JSON."""
+    """The benchmark section of docs/benchmarks.md (between the markers), generated from the JSON."""
     m = data["machine"]
 
     def esc(text: str) -> str:
@@ -147,12 +147,12 @@ def write_json(data: dict[str, Any], out_dir: Path) -> Path:
     return path
 
 
-def update_readme(data: dict[str, Any], readme: Path) -> bool:
-    """Rewrite only what is between the markers; False if the markers are missing."""
-    text = readme.read_text()
+def update_table(data: dict[str, Any], doc: Path) -> bool:
+    """Rewrite only what is between the markers of ``doc``; False if the markers are missing."""
+    text = doc.read_text()
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         return False
     section = f"{START}\n{markdown(data)}\n{END}"
-    readme.write_text(pattern.sub(lambda _m: section, text, count=1))
+    doc.write_text(pattern.sub(lambda _m: section, text, count=1))
     return True

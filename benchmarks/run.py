@@ -1,8 +1,8 @@
 """``python -m benchmarks.run``: every measure, fast ones first, the heavy ones last with a time guard.
 
-    python -m benchmarks.run                     # the full run (`make bench`), rewrites the README table
-    python -m benchmarks.run --quick --backend local --out /tmp/b --no-readme   # the smoke test's run
-    python -m benchmarks.run --only toolcall,warm --no-readme                    # a subset while working
+    python -m benchmarks.run                     # the full run (`make bench`), rewrites docs/benchmarks.md's table
+    python -m benchmarks.run --quick --backend local --out /tmp/b --no-table    # the smoke test's run
+    python -m benchmarks.run --only toolcall,warm --no-table                     # a subset while working
 """
 
 from __future__ import annotations
@@ -118,8 +118,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backend", choices=("docker", "local"), default="docker",
                    help="what 'codeact' is measured on (the floor is always the local kernel)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="where the JSON goes")
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    p.add_argument("--no-readme", action="store_true", help="leave the README alone (implied by --quick)")
+    p.add_argument("--table", "--readme", dest="table", type=Path, default=ROOT / "docs" / "benchmarks.md",
+                   help="the Markdown file whose bench markers get the table")
+    p.add_argument("--no-table", "--no-readme", dest="no_table", action="store_true",
+                   help="leave the table alone (implied by --quick and --only)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for the whole run")
     p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(m.name for m in MEASURES)}")
     return p.parse_args(argv)
@@ -162,11 +164,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _report.print_table(data, console)
     path = _report.write_json(data, args.out)
     console.print(f"JSON: {path} (and {args.out / 'latest.json'})")
-    if not (args.no_readme or args.quick or only):
-        if _report.update_readme(data, args.readme):
-            console.print(f"README: rewrote the section between the bench markers in {args.readme}")
+    if not (args.no_table or args.quick or only):
+        if _report.update_table(data, args.table):
+            console.print(f"rewrote the section between the bench markers in {args.table}")
         else:
-            console.print(f"[yellow]README: no bench markers in {args.readme}; left alone[/]")
+            console.print(f"[yellow]no bench markers in {args.table}; left alone[/]")
     console.print(f"total {data['duration_s']:.0f} s")
     return data
 

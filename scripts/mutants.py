@@ -106,7 +106,7 @@ MUTANTS: list[Mutant] = [
 def _copy_tree(into: Path) -> None:
     ignore = shutil.ignore_patterns(".venv", "__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache",
                                     "mutants", "*.egg-info")
-    for name in ("codeact", "tests", "scripts", "benchmarks", "examples"):
+    for name in ("codeact", "tests", "scripts", "benchmarks", "examples", "docs"):
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, into / name, ignore=ignore, symlinks=True)
     for name in ("pyproject.toml", "README.md"):

@@ -2,7 +2,7 @@
 
 ``--remote-debugging-pipe`` makes Chromium read commands on fd 3 and write replies and events on
 fd 4, each a JSON object ended by a NUL byte. Used by the viewer's browser test and to take the
-README screenshot (``python -m tests.browser PAGE.html OUT.png``).
+screenshot in docs/viewer.md (``python -m tests.browser PAGE.html OUT.png``).
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ ROW_KEYS = {"key", "measure", "unit", "median", "p90", "baselines", "ratio", "ra
 
 
 def test_quick_bench_on_the_local_backend_writes_json(tmp_path: Path) -> None:
-    readme_before = (ROOT / "README.md").read_text()
+    docs_before = {name: (ROOT / name).read_text() for name in ("README.md", "docs/benchmarks.md")}
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--quick", "--backend", "local", "--out", str(tmp_path),
-         "--no-readme", "--budget", "240"],
+         "--no-table", "--budget", "240"],
         cwd=ROOT, capture_output=True, text=True, timeout=280,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert (ROOT / "README.md").read_text() == readme_before
+    assert {name: (ROOT / name).read_text() for name in docs_before} == docs_before
     latest = tmp_path / "latest.json"
     assert latest.exists()
     assert len(list(tmp_path.glob("bench-*.json"))) == 1
@@ -50,11 +50,11 @@ def test_quick_bench_on_the_local_backend_writes_json(tmp_path: Path) -> None:
         assert rows[key]["status"] == "n/a" and rows[key]["median"] is None and rows[key]["note"]
 
 
-def test_readme_section_is_rewritten_from_the_json_and_nothing_else(tmp_path: Path) -> None:
+def test_the_table_section_is_rewritten_from_the_json_and_nothing_else(tmp_path: Path) -> None:
     from benchmarks import _report
 
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\nbefore\n\n{_report.START}\nold table\n{_report.END}\n\nafter\n")
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# title\n\nbefore\n\n{_report.START}\nold table\n{_report.END}\n\nafter\n")
     row = {"key": "warm_run", "measure": "warm `x = 1` | pipe", "unit": "µs", "median": 120.0, "p90": 200.0,
            "baselines": [{"name": "floor", "median": 100.0, "p90": 150.0, "note": ""},
                          {"name": "Jupyter", "median": None, "p90": None, "note": "n/a: not installed"}],
@@ -62,13 +62,13 @@ def test_readme_section_is_rewritten_from_the_json_and_nothing_else(tmp_path: Pa
            "note": "a note", "samples": 10, "extra": {}}
     data = {"finished_at": "2026-01-01 00:00 UTC", "duration_s": 1.0, "loadavg_start": 0.5, "measures": [row],
             "machine": {"cores": 2, "memory_gib": 1.0, "docker": None, "python": "3.11", "loadavg_1m": 0.5}}
-    assert _report.update_readme(data, readme)
-    text = readme.read_text()
+    assert _report.update_table(data, doc)
+    text = doc.read_text()
     assert text.startswith("# title\n\nbefore\n\n") and text.endswith("\n\nafter\n")
     assert "old table" not in text
     assert "| warm `x = 1` \\| pipe | 120 µs | 200 µs | floor: 100 µs (p90 150 µs)<br>Jupyter: n/a: not installed" in text
     assert "| NO |" in text
     no_markers = tmp_path / "other.md"
     no_markers.write_text("no markers here\n")
-    assert not _report.update_readme(data, no_markers)
+    assert not _report.update_table(data, no_markers)
     assert no_markers.read_text() == "no markers here\n"

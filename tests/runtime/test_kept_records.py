@@ -16,7 +16,7 @@ from codeact.runtime import Session
 BIG_CHARS = 2_000_000
 PAGE_CHARS = 20_000
 PAGES = 400
-#: The bound the README states: what the host keeps of one ``read_result`` page (its record and its
+#: The bound docs/tools.md states: what the host keeps of one ``read_result`` page (its record and its
 #: place in the large result, never its text) is under this many bytes.
 PAGE_BOUND = 2560
 

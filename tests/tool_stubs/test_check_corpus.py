@@ -2,7 +2,7 @@
 eval suites' scripted code, the restricted-fidelity corpus, the code strings the tests run) and
 generated calls against real tool schemas (the test servers' OpenAPI documents, the large
 GitHub-like one, GitHub's own when cached) produce no error; the same calls mutated produce one at
-their line. Both rates are printed (``pytest -s``) and quoted in the README."""
+their line. Both rates are printed (``pytest -s``) and quoted in docs/check.md."""
 
 from __future__ import annotations
 
