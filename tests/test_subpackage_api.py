@@ -112,8 +112,9 @@ def _import_fresh(name: str) -> ModuleType:
     """Import ``name`` as if for the first time in this process (its body runs again)."""
     sys.modules.pop(name, None)
     parent, _, child = name.rpartition(".")
-    if hasattr(sys.modules[parent], child):
-        delattr(sys.modules[parent], child)
+    package = importlib.import_module(parent)
+    if hasattr(package, child):
+        delattr(package, child)
     __import__(name)  # not importlib.import_module, whose own frame the warning would point at
     return sys.modules[name]
 
