@@ -44,7 +44,7 @@ def host_inline(host: ToolHost) -> float:
         if i % 5000 == 0:
             ledger = CallLedger(store)
         body = frames[i]
-        message = decode_bounded(body, host.max_argument_bytes)
+        message = decode_bounded(body, host.limits.max_argument_bytes)
         _call_problem(message)
         front = host._front(ledger, message["name"], message["arguments"], len(body))
         assert isinstance(front, tuple)
@@ -66,7 +66,7 @@ def host_dispatch(host: ToolHost) -> float:
         if i % 5000 == 0:
             ledger = CallLedger(store)
         body = frames[i]
-        message = decode_bounded(body, host.max_argument_bytes)
+        message = decode_bounded(body, host.limits.max_argument_bytes)
         _call_problem(message)
         answered.clear()
         host.dispatch(ledger, message["name"], message["arguments"],

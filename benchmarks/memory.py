@@ -70,7 +70,7 @@ def shim_pss(directory: Path) -> float | None:
 
 
 def container_id(session: Session) -> str:
-    sandbox: Any = session._driver.sandbox if session._driver else None  # benchmarks may peek
+    sandbox: Any = session.sandbox_state.driver.sandbox if session.sandbox_state.driver else None  # benchmarks may peek
     cid = getattr(sandbox, "container_id", None)
     if not cid:
         raise RuntimeError("the session has no container")

@@ -16,6 +16,7 @@ import types as _types
 import typing as _typing
 
 from ._deprecated import deprecated_alias as _deprecated_alias
+from ._version import __version__ as __version__
 from .errors import (
     CodeActError,
     ModelError,
@@ -54,8 +55,6 @@ from .tool_stubs import ToolSpec, render_stubs
 if _typing.TYPE_CHECKING:
     from .agent import Budget, CodeActAgent, Episode, FunctionCallingAgent, execute_python_tool
     from .errors import CodeactError as CodeactError  # deprecated: warns at run time
-
-__version__ = "0.1.0"
 
 #: Names loaded on first use, so that ``import codeact`` does not load the agent layer (model
 #: clients, MCP) for programs that only run code.

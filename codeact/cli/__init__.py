@@ -25,7 +25,7 @@ __all__ = ["app", "main"]
 
 def _show_version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         typer.echo(f"codeact {__version__}")
         raise typer.Exit(0)

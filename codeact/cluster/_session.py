@@ -14,19 +14,41 @@ import collections
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import tracing
 from ..errors import RuntimeClosed, SandboxError
 from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, EventHook, RunDone, RunEvent
+from ..runtime.session import Runtime
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
 from ..sandbox.base import SandboxConfig
 
-if TYPE_CHECKING:
-    from ._cluster import Deployment
-
 __all__ = ["ClusterSession"]
+
+
+class _Deployment(Protocol):
+    """What a session uses of its ``_cluster.Deployment`` (which makes the sessions)."""
+
+    @property
+    def runtime(self) -> Runtime: ...
+
+    @property
+    def lost_errors(self) -> tuple[type[BaseException], ...]: ...
+
+    def get(self, ref: Any) -> Any: ...
+
+    def pick(self, exclude: frozenset[str] = frozenset()) -> str: ...
+
+    def agent(self, node: str) -> Any: ...
+
+    def placed(self, session: ClusterSession, node: str) -> None: ...
+
+    def unplaced(self, session: ClusterSession) -> None: ...
+
+    def node_died(self, node: str) -> None: ...
+
+    def sweep(self, agent: Any) -> None: ...
 
 _MAX_HISTORY = 32
 
@@ -36,7 +58,7 @@ class ClusterSession:
     (``run``, ``arun``, ``stream``, ``snapshot``, ``fork``, ``interrupt``, ``files``, ``close``),
     with :attr:`node_id` saying where it lives now."""
 
-    def __init__(self, deployment: Deployment, snapshot: Snapshot | None = None, *, lazy: bool = True) -> None:
+    def __init__(self, deployment: _Deployment, snapshot: Snapshot | None = None, *, lazy: bool = True) -> None:
         self.id = uuid.uuid4().hex
         self._deployment = deployment
         self.cells: list[CellRecord] = [c.model_copy(deep=True) for c in snapshot.cells] if snapshot else []

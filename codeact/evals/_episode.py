@@ -10,40 +10,21 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxUnavailable
 from ..runtime.session import Runtime
-from ..sandbox.base import SandboxConfig
-from ..tool_stubs.check import CheckMode
+from ._run_config import RunConfig
 from .answers import instruction as answer_instruction
 from .answers import kept_answer, to_value
 from .fingerprint import fingerprint_id
-from .providers import ModelProvider, ModelSpec
+from .providers import ModelProvider
 from .results_store import EpisodeResult, _jsonable
 from .suite import EpisodeKey, Suite, load_suite
 
 __all__ = ["EpisodeFailure", "EpisodeRunner", "RunConfig"]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything a worker needs to run episodes; picklable (a Ray actor rebuilds the rest)."""
-
-    suite_ref: str
-    model: ModelSpec
-    sandbox: SandboxConfig
-    out_dir: str
-    tasks: tuple[str, ...] | None = None
-    budget: dict[str, Any] = field(default_factory=dict)
-    system_prompt: str | None = None
-    stream: bool = False
-    #: The check before each code action (``Runtime(check=...)``): compare ``block`` with ``off``.
-    check: CheckMode = "warn"
-    #: The run fingerprint (see :mod:`.fingerprint`); each episode records its id.
-    fingerprint: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

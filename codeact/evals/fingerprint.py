@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._episode import RunConfig
+    from ._run_config import RunConfig
     from .suite import Suite, Task
 
 __all__ = ["ANSWER_PROTOCOL", "diff", "fingerprint", "fingerprint_id", "task_hash"]
@@ -153,7 +153,7 @@ def task_hash(task: Task) -> str:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return str(__version__)
 

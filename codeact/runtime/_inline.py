@@ -9,14 +9,42 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..results import ToolCallRecord
+from ..sandbox.driver import CallDeadline
 from ._calls import _Once
+from ._tool import Tool
 from .ledger import CallLedger
+from .limits import CallLimits
+from .toolset import Toolset
 
-if TYPE_CHECKING:
-    from ..results import ToolCallRecord
-    from .toolhost import CallDeadline, ToolHost, _Route
+_Reply = Callable[[dict[str, Any]], None]
+
+
+class _Host(Protocol):
+    """What the lane uses of the ``ToolHost`` it is part of (``toolhost.py`` imports this module);
+    a route is the host's ``_Route`` of the tool."""
+
+    @property
+    def toolset(self) -> Toolset: ...
+
+    @property
+    def limits(self) -> CallLimits: ...
+
+    def _route(self, tool: Tool) -> Any: ...
+
+    def _fast(self, name: str) -> bool: ...
+
+    def _validate(self, route: Any, arguments: Any) -> dict[str, Any]: ...
+
+    def _convert(self, route: Any, args: dict[str, Any]) -> dict[str, Any]: ...
+
+    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: Any, args: dict[str, Any],
+                   reply: _Reply, once: _Once, pooled: bool = True) -> None: ...
+
+    def _expire(self, ledger: CallLedger, record: ToolCallRecord, route: Any, reply: _Reply, once: _Once,
+                pooled: bool) -> None: ...
 
 
 class _InlineCall(_Once):
@@ -26,8 +54,8 @@ class _InlineCall(_Once):
 
     __slots__ = ("args", "host", "ledger", "record", "reply", "route")
 
-    def __init__(self, host: ToolHost, ledger: CallLedger, record: ToolCallRecord, route: _Route,
-                 args: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, host: _Host, ledger: CallLedger, record: ToolCallRecord, route: Any,
+                 args: dict[str, Any], reply: _Reply) -> None:
         super().__init__()
         self.host, self.ledger, self.record = host, ledger, record
         self.route, self.args, self.reply = route, args, reply
@@ -39,13 +67,14 @@ class _InlineCall(_Once):
         self.host._expire(self.ledger, self.record, self.route, self.reply, self, False)
 
 
-def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
-                reply: Callable[[dict[str, Any]], None], size: int) -> CallDeadline | None:
+def inline_call(host: _Host, ledger: CallLedger, name: str, arguments: Any,
+                reply: _Reply, size: int) -> CallDeadline | None:
     """The call as (deadline, expire, run) for the reading thread to run, when the lane takes it;
     None, with nothing counted or recorded, when the full pipeline must (a bound, lookup,
     validation, conversion or admission that would not pass; a tool that is not plain or was slow
     lately; the session's share of the pool in use)."""
-    if type(arguments) is not dict or size > host.max_argument_bytes:
+    limits = host.limits
+    if type(arguments) is not dict or size > limits.max_argument_bytes:
         return None
     try:
         tool = host.toolset.get(name)
@@ -58,11 +87,11 @@ def inline_call(host: ToolHost, ledger: CallLedger, name: str, arguments: Any,
     except Exception:  # invalid arguments, or a fault: the full front says which, and records it
         return None
     gate = ledger.store.gate
-    if gate.lent >= host.max_lent_threads_per_session or not gate.try_enter():
+    if gate.lent >= limits.max_lent_threads_per_session or not gate.try_enter():
         return None
     try:
-        record = ledger.open_running(name, arguments, size, host.max_calls_per_run, host.max_run_argument_bytes,
-                                     host.max_in_flight_per_session, route.policy.max_calls)
+        record = ledger.open_running(name, arguments, size, limits.max_calls_per_run, limits.max_run_argument_bytes,
+                                     limits.max_in_flight_per_session, route.policy.max_calls)
     except BaseException:  # a fault (an observer's hook): the full front meets it too, and answers
         gate.leave()
         return None

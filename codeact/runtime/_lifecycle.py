@@ -8,33 +8,23 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
+import time
 import weakref
+from collections.abc import Callable, Iterable, Set
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-from ..errors import ReplayInterrupted, RestoreDiverged, SnapshotError
+from .. import tracing
+from ..errors import ReplayInterrupted, RestoreDiverged, SessionClosed, SnapshotError
+from ..sandbox import SandboxConfig
+from ..sandbox.driver import KernelDriver
 from ._replay import rebuild_budget, replay
+from ._state import Lifecycle, ReplayCell, Resume, SessionPort
 from ._workspace import collect_files, lay_files, list_files
-from .snapshot import CellRecord, SkippedCell, Snapshot, SnapshotFile, toolset_fingerprint
-
-if TYPE_CHECKING:
-    from ..sandbox import SandboxConfig
-    from .session import Runtime, Session
+from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
 
 #: Default cap on the workspace bytes a snapshot (or a suspension) keeps.
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
-
-
-@dataclass
-class Resume:
-    """What the session's next kernel must be rebuilt from: its in-state cells, then these files
-    laid over the workspace (None: leave the workspace as the replay made it)."""
-
-    files: list[SnapshotFile] | None
-    #: Rebuilds in a row whose sandbox died (not interrupted on request): at the second, the
-    #: replay is taken to kill it itself, and the state is given up as diverged.
-    deaths: int = 0
 
 
 def _first_line(code: str) -> str:
@@ -52,7 +42,7 @@ def image_of(config: SandboxConfig) -> str | None:
     return sandbox_image(config)[0]
 
 
-def take_snapshot(session: Session, allow_inexact: bool, max_workspace_bytes: int) -> Snapshot:
+def take_snapshot(session: SessionPort, allow_inexact: bool, max_workspace_bytes: int) -> Snapshot:
     """The session's state (caller holds its lock). Refuses an inexact cell unless ``allow_inexact``."""
     cells: list[CellRecord] = []
     skipped = list(session.skipped)
@@ -67,10 +57,11 @@ def take_snapshot(session: Session, allow_inexact: bool, max_workspace_bytes: in
             _skip(skipped, cell)
             continue
         cells.append(cell.model_copy(deep=True))
-    if session._resume is not None and session._resume.files is not None:
-        files = list(session._resume.files)
-    elif session._driver is not None and not session._driver.dead:
-        files = collect_files(session._driver.sandbox.workspace, max_workspace_bytes)
+    state = session.sandbox_state
+    if state.resume is not None and state.resume.files is not None:
+        files = list(state.resume.files)
+    elif state.driver is not None and not state.driver.dead:
+        files = collect_files(state.driver.sandbox.workspace, max_workspace_bytes)
     elif session.user_workspace is not None:
         files = collect_files(session.user_workspace, max_workspace_bytes)
     else:
@@ -86,15 +77,30 @@ def _skip(skipped: list[SkippedCell], cell: CellRecord) -> None:
         skipped.append(SkippedCell(index=cell.index, reason=cell.reason or "inexact", code=cell.code))
 
 
-def rebuild(session: Session, run_timeout_s: float | None = None) -> None:
-    """Start a fresh kernel and replay the session's cells into it (caller holds the lock and has
-    set ``session._resume``), within a budget from ``run_timeout_s`` (the time limit of the run
-    that asked for it) and the recorded durations (``_replay.rebuild_budget``). Cells that cannot
-    be replayed exactly are left out and listed in ``session.skipped``. Raises SnapshotError
-    (RestoreDiverged: ``session._resume`` is kept, see :func:`give_up`) or SandboxUnavailable."""
-    pending, session._resume = session._resume, None
+def ensure(session: SessionPort, run: ReplayCell, timeout_s: float | None = None) -> KernelDriver:
+    """The session's kernel (caller holds the lock): started, or rebuilt by replay with ``run``
+    when suspended (within a budget from ``timeout_s``, the time limit of the run that asks)."""
+    state = session.sandbox_state
+    if state.closed:
+        raise SessionClosed("the session is closed")
+    if state.resume is not None:
+        with tracing.span("codeact.restore", {"codeact.restore.cells": len(session.cells)}):
+            rebuild(session, run, timeout_s)
+        assert state.driver is not None
+        return state.driver
+    return state.kernel()
+
+
+def rebuild(session: SessionPort, run: ReplayCell, run_timeout_s: float | None = None) -> None:
+    """Start a fresh kernel and replay the session's cells into it with ``run`` (caller holds the
+    lock; the session is suspended), within a budget from ``run_timeout_s`` (the time limit of the
+    run that asked for it) and the recorded durations (``_replay.rebuild_budget``). Cells that
+    cannot be replayed exactly are left out and listed in ``session.skipped``. Raises SnapshotError
+    (RestoreDiverged: the resume is kept, see :func:`give_up`) or SandboxUnavailable."""
+    state = session.sandbox_state
+    pending, state.resume = state.resume, None
     assert pending is not None
-    session._discard()
+    state.discard()
     cells = []
     for cell in session.cells:
         if cell.in_state and cell.status == "inexact":
@@ -103,36 +109,36 @@ def rebuild(session: Session, run_timeout_s: float | None = None) -> None:
         if cell.in_state:
             cells.append(cell)
     try:
-        driver = session._ensure()
+        driver = state.kernel()
         workspace = driver.sandbox.workspace
         listed = list_files(workspace)
         keep = None if listed is None else set(listed)
-        replay(session, cells, rebuild_budget(cells, run_timeout_s or session.config.timeout_s,
-                                              session.config.rebuild_timeout_s))
+        replay(session, run, cells, rebuild_budget(cells, run_timeout_s or session.config.timeout_s,
+                                                   session.config.rebuild_timeout_s))
         _refill_cache(session, cells)
         if pending.files is not None:
             uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
             lay_files(workspace, pending.files, keep=keep, uid=uid)
     except SnapshotError:
-        session._discard()
-        session._resume = pending  # for the files it holds (see give_up)
+        state.discard()
+        state.resume = pending  # for the files it holds (see give_up)
         raise
     except ReplayInterrupted as exc:
-        session._discard()
-        session._resume = pending
+        state.discard()
+        state.resume = pending
         if not exc.requested:
             pending.deaths += 1
             if pending.deaths > 1:  # a second death in a row: the replay itself, not bad luck
                 raise RestoreDiverged(f"{exc}, at a second try in a row", cell=exc.cell) from None
         raise
     except BaseException:  # e.g. no engine now: keep what rebuilds the state for a later try
-        session._discard()
-        session._resume = pending
+        state.discard()
+        state.resume = pending
         raise
-    session._restored = True
+    state.restored = True
 
 
-def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
+def _refill_cache(session: SessionPort, cells: list[CellRecord]) -> None:
     """Put the answers of cacheable tools back in the session's cache, as the original run left it:
     keyed as the live path keys them, on the arguments converted to the tool's parameter types."""
     from .ledger import cache_key
@@ -150,55 +156,59 @@ def _refill_cache(session: Session, cells: list[CellRecord]) -> None:
             store.cache.setdefault(cache_key(record.name, args), record.result)
 
 
-def give_up(session: Session, exc: SnapshotError) -> str:
+def give_up(session: SessionPort, run: ReplayCell, exc: SnapshotError) -> str:
     """After a rebuild that diverged: the namespace starts empty (the cells leave the state, their
     records stay in ``session.cells``) and the files saved with the state are still laid in the next
-    sandbox (the rebuild kept ``session._resume`` for them). Returns what the run says."""
-    files = session._resume.files if session._resume is not None else None
+    sandbox (the rebuild kept the resume for them). Returns what the run says."""
+    state = session.sandbox_state
+    files = state.resume.files if state.resume is not None else None
     forget_state(session)
     kept = "the records of its cells stay in session.cells, out of the state"
     try:
-        session._ensure()  # nothing to replay: a new sandbox with the saved files
+        ensure(session, run)  # nothing to replay: a new sandbox with the saved files
         if files:
             kept += f"; the {len(files)} workspace files saved with it are laid in the new sandbox"
     except SnapshotError as lost:  # the files could not be laid: start without them
-        session._resume = None
+        state.resume = None
         kept += f"; not the saved workspace files ({lost})"
     finally:
-        session._restored = False  # an empty start is no restore, neither for this run nor the next
+        state.restored = False  # an empty start is no restore, neither for this run nor the next
     return f"the earlier state could not be rebuilt, this run started empty: {exc}; kept: {kept}"
 
 
-def forget_state(session: Session) -> None:
+def forget_state(session: SessionPort) -> None:
     """After a failed rebuild: the namespace starts empty, so no earlier cell is in it any more."""
-    session._discard()
+    session.sandbox_state.discard()
     for cell in session.cells:
         cell.in_state = False
 
 
-def suspend(session: Session, max_workspace_bytes: int = MAX_WORKSPACE_BYTES) -> bool:
+def suspend(session: SessionPort, max_workspace_bytes: int = MAX_WORKSPACE_BYTES) -> bool:
     """Stop the session's sandbox, keeping what rebuilds it (caller holds the lock). False, and the
     sandbox is kept, when the state could not be rebuilt exactly or the workspace is over the cap."""
-    driver = session._driver
-    if session.state == "closed" or driver is None or driver.dead or session._resume is not None:
+    state = session.sandbox_state
+    if state.lifecycle is not Lifecycle.LIVE:
         return False
     if any(c.in_state and c.status == "inexact" for c in session.cells):
         return False
+    assert state.driver is not None
     try:
-        files = collect_files(driver.sandbox.workspace, max_workspace_bytes)
+        files = collect_files(state.driver.sandbox.workspace, max_workspace_bytes)
     except SnapshotError:
         return False
-    session._resume = Resume(files=files)
-    session._discard()
+    state.resume = Resume(files=files)
+    state.discard()
     return True
 
 
 class IdleSuspender:
-    """A daemon thread that suspends sessions of a runtime idle for ``idle_s`` seconds."""
+    """A daemon thread that suspends the sessions of a runtime idle for ``idle_s`` seconds."""
 
-    def __init__(self, runtime: Runtime, idle_s: float) -> None:
+    def __init__(self, sessions: Set[SessionPort], idle_s: float) -> None:
+        """``sessions``: the runtime's (a weakref.WeakSet), held weakly: once the runtime is gone, so
+        is the set, and this thread ends."""
         self.idle_s = idle_s
-        self._runtime = weakref.ref(runtime)
+        self._sessions = weakref.ref(sessions)
         self._stop = threading.Event()
         self.suspended = 0
         self._thread = threading.Thread(target=self._loop, name="codeact-suspender", daemon=True)
@@ -207,22 +217,21 @@ class IdleSuspender:
     def _loop(self) -> None:
         period = min(max(self.idle_s / 4, 0.05), 5.0)
         while not self._stop.wait(period):
-            runtime = self._runtime()
-            if runtime is None:
+            sessions = self._sessions()
+            if sessions is None:
                 return
-            self.sweep(runtime)
-            del runtime
+            self.sweep(sessions)
+            del sessions
 
-    def sweep(self, runtime: Runtime) -> None:
-        import time
-
+    def sweep(self, sessions: Iterable[SessionPort]) -> None:
         now = time.monotonic()
         try:
-            sessions = list(runtime._sessions)
+            found = list(sessions)
         except RuntimeError:  # a session was added meanwhile: look again at the next sweep
             return
-        for session in sessions:
-            if session._driver is not None and now - session.last_used >= self.idle_s and session.suspend():
+        for session in found:
+            if (session.sandbox_state.driver is not None and now - session.last_used >= self.idle_s
+                    and session.suspend()):
                 self.suspended += 1
 
     def close(self) -> None:
@@ -231,8 +240,16 @@ class IdleSuspender:
             self._thread.join(timeout=10)
 
 
-def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object) -> list[Session]:
-    """``n`` sessions restored from one snapshot, concurrently; all or none (the others are closed).
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Closable)
+
+
+def restore_many(restore: Callable[[], _S], n: int) -> list[_S]:
+    """``n`` sessions made by ``restore`` (a restore of one snapshot), concurrently; all or none
+    (the others are closed).
 
     The restores get threads of their own, not the tool pool's: their replayed calls go through the
     pipeline, which may need pool threads. (Kernels outlive these threads: the local backend starts
@@ -240,8 +257,7 @@ def restore_many(runtime: Runtime, snapshot: Snapshot, n: int, **options: object
     sessions, errors = [], []
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="codeact-fork") as pool:
         # each in a copy of this context: the caller's span (``codeact.tracing``) is the restores' parent
-        futures = [pool.submit(contextvars.copy_context().run, runtime.restore, snapshot, **options)  # type: ignore[arg-type]
-                   for _ in range(n)]
+        futures = [pool.submit(contextvars.copy_context().run, restore) for _ in range(n)]
         for future in futures:
             try:
                 sessions.append(future.result())

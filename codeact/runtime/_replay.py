@@ -27,17 +27,15 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ReplayInterrupted, RestoreDiverged, ToolArgumentsError, ToolError
 from ..results import ExecutionResult, ToolCallRecord
+from ._state import ReplayCell, SessionPort
 from .ledger import cache_key
 from .snapshot import CellRecord, output_digest
 from .toolhost import ToolHost
 from .toolset import Tool, ToolPolicy, Toolset
-
-if TYPE_CHECKING:
-    from .session import Session
 
 #: Refusals decided before a tool would run: the host reproduces them without asking the tool.
 _BEFORE_TOOL = frozenset({"unknown_tool", "invalid_arguments"})
@@ -257,20 +255,16 @@ def _check_calls(cell: CellRecord, got: list[ToolCallRecord], lanes: str | None,
                               "(refused calls and built-ins count too)", cell=cell.index)
 
 
-def replay(session: Session, cells: list[CellRecord], budget_s: float) -> None:
-    """Run ``cells`` in the session's (fresh) kernel with recorded answers, within ``budget_s``
-    seconds (plus a grace to stop the cell running then); raises RestoreDiverged."""
+def replay(session: SessionPort, run: ReplayCell, cells: list[CellRecord], budget_s: float) -> None:
+    """Run ``cells`` in the session's (fresh) kernel with ``run`` and recorded answers, within
+    ``budget_s`` seconds (plus a grace to stop the cell running then); raises RestoreDiverged."""
     runtime = session.runtime
+    state = session.sandbox_state
     responder = ReplayResponder(runtime.toolset)
-    host = runtime.host  # the same bounds, so refusals replay as they happened
-    session._host = ToolHost(responder.toolset_for_replay(), runtime.loop,
-                             max_result_chars=runtime.max_result_chars, max_concurrency=host.max_concurrency,
-                             tool_timeout_s=host.tool_timeout_s, max_calls_per_run=host.max_calls_per_run,
-                             max_argument_bytes=host.max_argument_bytes,
-                             max_run_argument_bytes=host.max_run_argument_bytes,
-                             max_in_flight_per_session=host.max_in_flight_per_session)
+    host = runtime.host  # the same limits, so refusals replay as they happened
+    state.replay_host = replay_host = ToolHost(responder.toolset_for_replay(), runtime.loop, limits=host.limits)
     for name, tool in host.builtins.items():  # search_tools / describe_tool: answered again, they only read
-        session._host.builtins.setdefault(name, tool)
+        replay_host.builtins.setdefault(name, tool)
     deadline = time.monotonic() + budget_s
     try:
         for done, cell in enumerate(cells):
@@ -279,13 +273,13 @@ def replay(session: Session, cells: list[CellRecord], budget_s: float) -> None:
             if left <= 0:
                 raise _over_budget(cell, done, cells, budget_s)
             responder.begin(cell)
-            session._egress_replay = list(cell.egress)  # plain-HTTP requests answered from the record
-            result = session._run_cell(cell.code, min(own, left), log=False)
+            state.egress_replay = list(cell.egress)  # plain-HTTP requests answered from the record
+            result = run(cell.code, min(own, left))
             if result.termination == "timeout" and left < own:
                 raise _over_budget(cell, done, cells, budget_s)
-            responder.finish(result, session._last_facts)
+            responder.finish(result, state.last_facts)
     finally:
-        session._host = None
+        state.replay_host = None
 
 
 def _over_budget(cell: CellRecord, done: int, cells: list[CellRecord], budget_s: float) -> RestoreDiverged:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import builtins
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import (
     WorkspaceFileError,
@@ -21,11 +22,8 @@ from ..errors import (
     WorkspacePathRefused,
 )
 from ..results import FileInfo
+from ..sandbox.driver import KernelDriver
 from ..sandbox.hostfs import Limits, Tree, TreeLimit, UnsafePath, parts_of
-
-if TYPE_CHECKING:
-    from ..sandbox.driver import KernelDriver
-    from .session import Session
 
 #: Entries a listing looks at and the seconds one operation may take, beyond the byte cap.
 _ENTRIES, _SECONDS = 50_000, 30.0
@@ -36,13 +34,13 @@ class SessionFiles:
     """The files of one session's workspace (``session.files``). Safe to use between runs and, from
     another thread, during one (the code sees each write whole: it is renamed into place)."""
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    @property
-    def max_bytes(self) -> int:
-        """The largest file :meth:`read` returns or :meth:`write` writes (the runtime's ``max_file_bytes``)."""
-        return self._session.runtime.max_file_bytes
+    def __init__(self, driver: Callable[[], KernelDriver], max_bytes: int, owner: tuple[int, int] | None) -> None:
+        #: The session's kernel, started if need be; during a run, the one running it.
+        self._driver = driver
+        #: The largest file :meth:`read` returns or :meth:`write` writes (the runtime's ``max_file_bytes``).
+        self.max_bytes = max_bytes
+        #: Whose a new file is (None: the host user's).
+        self._owner = owner
 
     def write(self, path: str, data: bytes | str) -> FileInfo:
         """Make ``path`` a regular file holding ``data`` (a str is written as UTF-8), parents made;
@@ -60,9 +58,8 @@ class SessionFiles:
             found = tree.kind(rel)
             if found not in (None, "file"):
                 raise _refused(path, found)
-            owner = _owner(self._session)
             try:
-                tree.write(rel, data, mode=0o644, owner=owner, replace=False, inherit=True)
+                tree.write(rel, data, mode=0o644, owner=self._owner, replace=False, inherit=True)
             except (NotADirectoryError, IsADirectoryError) as exc:
                 raise WorkspacePathRefused(f"{path}: {exc.strerror}") from None
             except OSError as exc:
@@ -124,20 +121,6 @@ class SessionFiles:
                 raise WorkspaceFileError(f"cannot remove {path}: it changed meanwhile")
         _sync(driver, [], [rel])
 
-    def _driver(self) -> KernelDriver:
-        """The session's kernel (started if need be); during a run, the one running it."""
-        session = self._session
-        if session._lock.acquire(blocking=False):
-            try:
-                return session._ensure()
-            finally:
-                session._lock.release()
-        driver = session._driver
-        if driver is None:  # being started or rebuilt by another thread: wait for it
-            with session._lock:
-                return session._ensure()
-        return driver
-
     def _tree(self, driver: KernelDriver) -> Tree:
         limits = Limits(entries=_ENTRIES, bytes=self.max_bytes + 1, seconds=_SECONDS)
         return Tree(driver.sandbox.workspace, limits, as_owner=True)
@@ -160,13 +143,6 @@ def _relative(path: Any) -> str:
 
 def _refused(path: str, found: str, want: str = "a regular file") -> WorkspacePathRefused:
     return WorkspacePathRefused(f"refusing {path}: {found} there, not {want} (never followed)")
-
-
-def _owner(session: Session) -> tuple[int, int] | None:
-    """Whose a new file is: the sandbox user's on Docker when the host is root (as snapshots lay them)."""
-    if session.config.backend == "docker" and os.geteuid() == 0:
-        return session.config.uid, session.config.uid
-    return None
 
 
 def _sync(driver: KernelDriver, written: list[str], removed: list[str]) -> None:

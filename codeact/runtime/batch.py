@@ -29,16 +29,14 @@ import inspect
 import json
 import textwrap
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..errors import SandboxError, SandboxUnavailable
 from ..progress import Bar
 from ..results import CodeError, ExecutionResult
-
-if TYPE_CHECKING:
-    from .session import Runtime, Session
+from ..sandbox import SandboxConfig
 
 __all__ = ["BatchProgress", "Isolation", "function_code", "map_code"]
 
@@ -54,6 +52,31 @@ class BatchProgress(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
     def advance(self, *, failed: bool = False) -> None: ...
+
+
+class _Session(Protocol):
+    """What a batch uses of a ``Session``: its reset and bind (protocol frames, no code runs)."""
+
+    def _reset(self, *, forget: bool = False) -> None: ...
+
+    def _bind(self, values: Mapping[str, Any]) -> None: ...
+
+    def run(self, code: str) -> ExecutionResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> _Session: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
+class _Runtime(Protocol):
+    """What a batch uses of a ``Runtime``."""
+
+    @property
+    def config(self) -> SandboxConfig: ...
+
+    def session(self) -> _Session: ...
 
 
 def function_code(fn: Callable[..., Any]) -> str:
@@ -89,7 +112,7 @@ def _not_bound(exc: Exception) -> ExecutionResult:
                            error=CodeError(type=type(exc).__name__, message=str(exc)))
 
 
-def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult | None:
+def _bind_item(session: _Session, item: Any, *, reset: bool) -> ExecutionResult | None:
     """Reset the namespace (when asked) and bind ``item``; the item's failed result if that failed.
     SandboxUnavailable (no sandbox at all) is raised: it stops the batch."""
     try:
@@ -106,12 +129,12 @@ def _bind_item(session: Session, item: Any, *, reset: bool) -> ExecutionResult |
 class _Worker:
     """One thread's warm session (namespace isolation) or a fresh one per item."""
 
-    def __init__(self, runtime: Runtime, reuse: bool, stop: threading.Event | None = None,
+    def __init__(self, runtime: _Runtime, reuse: bool, stop: threading.Event | None = None,
                  started: threading.Event | None = None) -> None:
         self.runtime = runtime
         self.reuse = reuse
         self.stop = stop
-        self.session: Session | None = None
+        self.session: _Session | None = None
         #: Set once any sandbox of the batch is up (its item bound): a sandbox can be had.
         self.started = started
         #: Whether a start of this worker's already failed (each worker counts once: see map_code).
@@ -125,7 +148,7 @@ class _Worker:
             self.session = self.runtime.session()
         return self._bound_run(self.session, code, item, reset=True)
 
-    def _bound_run(self, session: Session, code: str, item: Any, *, reset: bool) -> ExecutionResult:
+    def _bound_run(self, session: _Session, code: str, item: Any, *, reset: bool) -> ExecutionResult:
         failed = _bind_item(session, item, reset=reset)
         if failed is not None:
             if failed.state_lost:
@@ -152,7 +175,7 @@ def _check_json(items: list[Any]) -> None:
 
 
 def map_code(
-    runtime: Runtime,
+    runtime: _Runtime,
     code_or_fn: str | Callable[..., Any],
     inputs: Iterable[Any],
     *,

@@ -35,16 +35,13 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..results import EgressRecord, ExecutionResult, ToolCallError, ToolCallRecord
+from ..sandbox.driver import KernelDriver
 from .ledger import CallLedger, CallStore
-
-if TYPE_CHECKING:
-    from ..sandbox.driver import KernelDriver
-    from .session import Session
 
 __all__ = ["EVENT_ADAPTER", "MAX_QUEUED_EVENTS", "CallFinished", "CallStarted", "EgressFinished", "EventHook",
            "ObservedLedger",
@@ -173,7 +170,7 @@ class _Sink:
             self.cancelled = True
             driver = self.driver
         if driver is not None:
-            driver._interrupt()
+            driver.interrupt()
 
     def refuse_start(self) -> None:
         """A run that has not started yet never will (non-blocking: safe on an event loop)."""
@@ -260,14 +257,18 @@ class ObservedLedger(CallLedger):
         return ended
 
 
-def _start(session: Session, code: str, timeout_s: float | None) -> tuple[_Sink, threading.Thread, list[Any]]:
+#: Runs the session's run with a sink (the session's ``_run`` of one cell, on the worker thread).
+RunWith = Callable[["_Sink"], ExecutionResult]
+
+
+def _start(run: RunWith, output_cap: int) -> tuple[_Sink, threading.Thread, list[Any]]:
     """Start the run on a worker thread; its events go to the sink's queue, ``done`` last."""
-    sink = _Sink(session.config.output_cap)
+    sink = _Sink(output_cap)
     box: list[Any] = []
 
     def work() -> None:
         try:
-            result = session._run(code, timeout_s, sink)
+            result = run(sink)
             box.append(result)
             sink.queue.put(RunDone(result=result, dropped=sink.dropped, dropped_chars=sink.dropped_chars,
                                    t=sink.now()))
@@ -291,13 +292,14 @@ def _outcome(box: list[Any]) -> ExecutionResult:
     return result
 
 
-def run_with_events(session: Session, code: str, timeout_s: float | None, on_event: EventHook) -> ExecutionResult:
-    """``Session.run`` with a listener: events are delivered on this thread, in order.
+def run_with_events(run: RunWith, output_cap: int, on_event: EventHook) -> ExecutionResult:
+    """``Session.run`` with a listener: events are delivered on this thread, in order
+    (``output_cap``: the session's, bounding what the sink streams).
 
     A listener that raises stops the run (the code is interrupted) and the exception propagates
     once the run has ended.
     """
-    sink, thread, box = _start(session, code, timeout_s)
+    sink, thread, box = _start(run, output_cap)
     failure: BaseException | None = None
     try:
         while (event := sink.queue.get()) is not None:
@@ -313,10 +315,10 @@ def run_with_events(session: Session, code: str, timeout_s: float | None, on_eve
     return _outcome(box)
 
 
-async def stream(session: Session, code: str, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
+async def stream(run: RunWith, output_cap: int) -> AsyncIterator[RunEvent]:
     """The events of one run as an async iterator. Leaving early (``break``, cancellation,
     ``aclose()``) interrupts the code and waits for the run to end, so the session is free again."""
-    sink, thread, box = _start(session, code, timeout_s)
+    sink, thread, box = _start(run, output_cap)
     finished = False
     try:
         while True:

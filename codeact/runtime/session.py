@@ -8,6 +8,7 @@ import collections
 import functools
 import json
 import math
+import os
 import threading
 import time
 import weakref
@@ -19,9 +20,9 @@ from typing import Any, Literal, cast
 from .. import tracing
 from ..errors import ReplayInterrupted, RuntimeClosed, SessionClosed, SnapshotError
 from ..kernel.protocol import MAX_DEPTH, too_deep
-from ..results import CodeError, Diagnostic, EgressRecord, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
+from ..results import CodeError, Diagnostic, ExecutionResult, FileInfo, ToolCallRecord, bounded_value
 from ..sandbox import SandboxConfig
-from ..sandbox.driver import CallHandler, KernelDriver, RunOutcome
+from ..sandbox.driver import CallDeadline, CallHandler, KernelDriver, RunOutcome
 from ..sandbox.pool import SandboxPool, open_kernel
 from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
@@ -34,12 +35,14 @@ from ._files import WorkspaceSnapshot, snapshot, written_files
 from ._loop import LoopThread
 from ._replay import kernel_facts
 from ._session_files import SessionFiles
+from ._state import Lifecycle, Resume, SessionState
 from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
 from .ledger import CallLedger, CallStore
+from .limits import CallLimits
 from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
-from .toolhost import READ_RESULT, CallDeadline, PermissionHook, ToolHost
+from .toolhost import READ_RESULT, PermissionHook, ToolHost
 from .toolset import Toolset
 
 __all__ = ["Runtime", "Session"]
@@ -72,18 +75,16 @@ class Runtime:
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
         self.loop = LoopThread()
-        self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask,
-                             max_result_chars=max_result_chars, max_concurrency=max_concurrency,
-                             tool_timeout_s=tool_timeout_s, max_calls_per_run=max_calls_per_run,
-                             max_argument_bytes=max_argument_bytes, max_run_argument_bytes=max_run_argument_bytes,
-                             max_in_flight_per_session=max_in_flight_per_session)
+        #: The bounds of every tool call, handed down whole (to the host, and to a replay's).
+        self.limits = CallLimits(max_result_chars=max_result_chars, max_concurrency=max_concurrency,
+                                 tool_timeout_s=tool_timeout_s, max_calls_per_run=max_calls_per_run,
+                                 max_argument_bytes=max_argument_bytes, max_run_argument_bytes=max_run_argument_bytes,
+                                 max_in_flight_per_session=max_in_flight_per_session)
+        self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask, limits=self.limits)
         self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
         self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
         self.checker = Checker(self.views.sandbox_specs, self.views.catalog.names)
         self.type_check = TypeCheck(self.views.sandbox_specs, self.views.catalog.names) if check_types else None
-        self.max_result_chars = max_result_chars
-        self.max_calls_per_run = max_calls_per_run
-        self.max_argument_bytes = max_argument_bytes
         #: The largest file ``Session.files`` reads or writes.
         self.max_file_bytes = max_file_bytes
         #: The bytes of call records (arguments and results, see ``_retained``) a session keeps, at
@@ -102,7 +103,7 @@ class Runtime:
         if self.config.pool_size and cluster is None:
             self._pool = SandboxPool(self.config, self.config.pool_size, self.stubs, prepare=_note_workspace)
         #: Stops the sandbox of a session idle this long; its next run rebuilds it (``restored``).
-        self.suspender = (_lifecycle.IdleSuspender(self, suspend_idle_s) if suspend_idle_s and cluster is None
+        self.suspender = (_lifecycle.IdleSuspender(self._sessions, suspend_idle_s) if suspend_idle_s and cluster is None
                           else None)
         tracing.watch(self)
 
@@ -161,14 +162,14 @@ class Runtime:
         session = self.session(workspace=workspace, inputs=inputs, config=config or snapshot.config)
         session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
         session.skipped = list(snapshot.skipped)
-        session._resume = _lifecycle.Resume(files=list(snapshot.files))
+        session.sandbox_state.resume = Resume(files=list(snapshot.files))
         if not lazy:
             try:
                 session.start()
             except BaseException:
                 session.close()
                 raise
-            session._restored = False
+            session.sandbox_state.restored = False
         session.last_used = time.monotonic()
         return session
 
@@ -246,7 +247,9 @@ class Session:
         self.config = config or runtime.config
         self.user_workspace = Path(workspace).resolve() if workspace is not None else None
         self.inputs = {k: Path(v).resolve() for k, v in (inputs or {}).items()}
-        self.state: Literal["open", "closed"] = "open"
+        #: The session's sandbox: its kernel, what rebuilds it, who answers it while a replay runs.
+        self.sandbox_state = SessionState(functools.partial(runtime._open_kernel, self.config, self.user_workspace,
+                                                            self.inputs))
         #: The session's memory of calls across runs: call ids, cached answers, large results.
         self.calls: CallStore = runtime.host.new_store()
         self.cache: dict[str, Any] = self.calls.cache
@@ -265,22 +268,24 @@ class Session:
         #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`), with the facts
         #: its done frame reported for replay (unchecked until then: ``_replay.kernel_facts``).
         self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None, Any] | None = None
-        #: The done frame's facts of the last cell run (checked; a replay compares them).
-        self._last_facts: dict[str, Any] | None = None
         self._settle_lock = threading.Lock()
         #: Cells left out of this session's state because they could not be replayed exactly, and
         #: cells whose records were over the record budget (a rebuild will leave them out).
         self.skipped: list[SkippedCell] = []
         self.last_used = time.monotonic()
-        self._driver: KernelDriver | None = None
         self._lock = threading.Lock()
-        self._host: ToolHost | None = None  # set while replaying: answers calls from the records
-        self._egress_replay: list[EgressRecord] = []  # while replaying: the cell's egress, answered from it
-        self._resume: _lifecycle.Resume | None = None  # set: the next kernel is rebuilt by replay
-        self._restored = False  # the next result says restored
         self._interrupted = False
         self._workspace: WorkspaceSnapshot | None = None  # the last run's snapshot of the workspace
         self._names = _check.SessionNames()  # what the namespace may hold, for the check
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """Where the session is in its life: new, live, suspended or closed (``runtime._state``)."""
+        return self.sandbox_state.lifecycle
+
+    @property
+    def state(self) -> Literal["open", "closed"]:
+        return "closed" if self.sandbox_state.closed else "open"
 
     @property
     def history(self) -> collections.deque[ExecutionResult]:
@@ -330,7 +335,22 @@ class Session:
     def files(self) -> SessionFiles:
         """Read, write, list and remove workspace files from the host, never through a link the code
         planted (see ``_session_files``)."""
-        return SessionFiles(self)
+        docker_root = self.config.backend == "docker" and os.geteuid() == 0  # files owned as snapshots lay them
+        return SessionFiles(self._files_driver, self.runtime.max_file_bytes,
+                            (self.config.uid, self.config.uid) if docker_root else None)
+
+    def _files_driver(self) -> KernelDriver:
+        """The session's kernel (started if need be); during a run, the one running it."""
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._ensure()
+            finally:
+                self._lock.release()
+        driver = self.sandbox_state.driver
+        if driver is None:  # being started or rebuilt by another thread: wait for it
+            with self._lock:
+                return self._ensure()
+        return driver
 
     @property
     def workspace(self) -> Path:
@@ -339,24 +359,17 @@ class Session:
 
     def _ensure(self, timeout_s: float | None = None) -> KernelDriver:
         """The session's kernel, started (or rebuilt, within a budget from ``timeout_s``: the time
-        limit of the run that asks) if need be."""
-        if self.state == "closed":
-            raise SessionClosed("the session is closed")
-        if self._resume is not None:
-            with tracing.span("codeact.restore", {"codeact.restore.cells": len(self._cells)}):
-                _lifecycle.rebuild(self, timeout_s)
-            assert self._driver is not None
-            return self._driver
-        if self._driver is None or self._driver.dead:
-            self._discard()
-            self._driver = self.runtime._open_kernel(self.config, self.user_workspace, self.inputs)
-        return self._driver
+        limit of the run that asks) if need be (caller holds the lock)."""
+        return _lifecycle.ensure(self, self._replay_cell, timeout_s)
+
+    def _replay_cell(self, code: str, timeout_s: float) -> ExecutionResult:
+        """A recorded cell run again by a replay (``_state.ReplayCell``)."""
+        return self._run_cell(code, timeout_s, log=False)
 
     @property
     def started(self) -> bool:
         """Whether the sandbox is up: the next run will not start (or rebuild) one first."""
-        driver = self._driver
-        return driver is not None and not driver.dead and self._resume is None
+        return self.sandbox_state.lifecycle is Lifecycle.LIVE
 
     def start(self) -> Session:
         """Start the sandbox now rather than at the first run."""
@@ -373,7 +386,8 @@ class Session:
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         _check_timeout(timeout_s)
         if on_event is not None:
-            return _events.run_with_events(self, code, timeout_s, on_event)
+            return _events.run_with_events(functools.partial(self._run, code, timeout_s), self.config.output_cap,
+                                           on_event)
         return self._run(code, timeout_s, None)
 
     def stream(self, code: str, *, timeout_s: float | None = None) -> AsyncIterator[RunEvent]:
@@ -381,7 +395,7 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         _check_timeout(timeout_s)
-        return _events.stream(self, code, timeout_s)
+        return _events.stream(functools.partial(self._run, code, timeout_s), self.config.output_cap)
 
     def check(self, code: str) -> list[Diagnostic]:
         """What the check finds in ``code`` as this session's next cell (nothing runs)."""
@@ -406,17 +420,18 @@ class Session:
                         self._remember(result, 0)  # in history; not in cells: it changed nothing
                         return result
             note = None
-            if self._resume is not None:
+            state = self.sandbox_state
+            if state.resume is not None:
                 self._interrupted = False
                 try:
                     self._ensure(timeout_s)
                 except SnapshotError as exc:
-                    note = _lifecycle.give_up(self, exc)
+                    note = _lifecycle.give_up(self, self._replay_cell, exc)
                 except ReplayInterrupted as exc:  # the state is kept for the next run; this code never ran
                     return ExecutionResult(
                         ok=False, termination="interrupted" if self._interrupted else "killed",
                         reason=f"{exc}; the code did not run, and the session's state is rebuilt at the next run")
-            restored, self._restored = self._restored, False
+            restored, state.restored = state.restored, False
             result = self._run_cell(code, timeout_s, sink=sink, restored=restored, check=meanwhile)
             if note is not None:
                 result.reason = note if result.reason is None else f"{result.reason}; {note}"
@@ -429,7 +444,7 @@ class Session:
                   sink: _events._Sink | None = None, restored: bool = False, check: bool = False) -> ExecutionResult:
         """One run (caller holds the lock); ``log`` keeps it in ``history`` and ``cells``; ``check``
         puts the check's findings in ``diagnostics``, found while the kernel runs the code."""
-        trace = tracing.run_trace(replayed=self._host is not None)
+        trace = tracing.run_trace(replayed=self.sandbox_state.replay_host is not None)
         if trace is None:
             return self._traced_cell(code, timeout_s, log, sink, restored, None, check)
         with trace:  # ends the run's span, as failed if the run raised
@@ -438,6 +453,8 @@ class Session:
     def _traced_cell(self, code: str, timeout_s: float | None, log: bool, sink: _events._Sink | None,
                      restored: bool, trace: tracing.RunTrace | None, check: bool) -> ExecutionResult:
         driver = self._ensure()
+        state = self.sandbox_state
+        host = state.replay_host or self.runtime.host  # while replaying, the host answering from the records
         self._interrupted = False
         found: list[list[Diagnostic]] = []
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
@@ -447,7 +464,7 @@ class Session:
         on_call = self._call_handler(driver, ledger)
         broker = getattr(driver.sandbox, "egress", None)  # SandboxConfig(egress=...): the host's broker
         if broker is not None:
-            broker.begin_run(self._egress_replay if self._host is not None else None,
+            broker.begin_run(state.egress_replay if state.replay_host is not None else None,
                              on_record=sink.egress if sink is not None and sink.streams else None)
 
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
@@ -456,7 +473,7 @@ class Session:
         outcome = driver.run(code, on_call, timeout,
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                              grace_s=self.config.grace_s, display=_rich.caps(self.config),
-                             max_call_bytes=(self._host or self.runtime.host).max_argument_bytes,
+                             max_call_bytes=host.limits.max_argument_bytes,
                              on_output=sink.output if sink is not None and sink.streams else None,
                              after_send=functools.partial(self._meanwhile, code, found) if check else self._settle)
         if sink is not None:
@@ -468,23 +485,23 @@ class Session:
         # A listener that raised, or a stream left early, interrupted the run on request too; so did
         # what was raised into this thread mid-run (Ctrl-C), raised again once the run is recorded.
         interrupted = self._interrupted or (sink is not None and sink.cancelled) or outcome.raised is not None
-        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.max_result_chars,
+        result = _assemble(outcome, ledger, self.config, timeout, self.runtime.limits.max_result_chars,
                            files=files, interrupted=interrupted, restored=restored,
                            diagnostics=found[0] if found else [])
         facts = outcome.done.facts if outcome.done is not None else None
         if broker is not None:
             result.egress = broker.take()
-        (self._host or self.runtime.host).release_abandoned(ledger)  # once _assemble ended their records
+        host.release_abandoned(ledger)  # once _assemble ended their records
         if outcome.state_lost:
-            self._discard()
+            state.discard()
         if log:
             self._settle()  # normally done already, while this run's code executed
             self._unsettled = (code, result, ledger, timeout_s, facts)
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
-                self._resume = _lifecycle.Resume(files=None)
+                state.resume = Resume(files=None)
         else:  # a replayed cell: what replay compares
-            self._last_facts = kernel_facts(facts)
+            state.last_facts = kernel_facts(facts)
         if outcome.raised is not None:
             raise outcome.raised
         return result
@@ -534,12 +551,12 @@ class Session:
                 cells.clear()
                 self._kept.reset(cells)
             self._reset_upto = len(cells)
-            if self._resume is not None:  # suspended: a new sandbox with the files, no cell to replay
+            if self.sandbox_state.resume is not None:  # suspended: a new sandbox with the files, no cell to replay
                 try:
                     self._ensure()
                 except SnapshotError:
                     _lifecycle.forget_state(self)
-            self._restored = False
+            self.sandbox_state.restored = False
             self._control(lambda driver: driver.reset())
 
     def _bind(self, values: Mapping[str, Any]) -> None:
@@ -561,21 +578,21 @@ class Session:
             action(driver)
         finally:
             if driver.dead:
-                self._discard()
+                self.sandbox_state.discard()
             self.last_used = time.monotonic()
 
     def interrupt(self) -> None:
         """Stop the running code (from any thread): the run ends ``interrupted``, its records kept.
         Code that catches ``KeyboardInterrupt`` runs on; does nothing when no run is in progress."""
-        driver = self._driver
+        driver = self.sandbox_state.driver
         if driver is not None and self._lock.locked():
             self._interrupted = True
-            driver._interrupt()
+            driver.interrupt()
 
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
         """Every call from the sandbox goes into the host's one pipeline (bounds included); during a
         replay, into the replay host (same pipeline, recorded answers)."""
-        dispatch = (self._host or self.runtime.host).dispatch
+        dispatch = (self.sandbox_state.replay_host or self.runtime.host).dispatch
 
         def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
             return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size, inline=True)
@@ -609,7 +626,8 @@ class Session:
             raise ValueError(f"fork needs n >= 1, got {n}")
         with tracing.span("codeact.fork", {"codeact.fork.n": n}):
             snap = self.snapshot(allow_inexact=allow_inexact)
-            return _lifecycle.restore_many(self.runtime, snap, n, config=self.config, inputs=self.inputs)
+            restore = functools.partial(self.runtime.restore, snap, config=self.config, inputs=self.inputs)
+            return _lifecycle.restore_many(restore, n)
 
     def suspend(self) -> bool:
         """Stop the sandbox now and rebuild it at the next run; False (nothing changes) if the
@@ -628,12 +646,7 @@ class Session:
     @property
     def suspended(self) -> bool:
         """No sandbox now; the next run rebuilds the state by replay."""
-        return self._resume is not None and self._driver is None
-
-    def _discard(self) -> None:
-        driver, self._driver = self._driver, None
-        if driver is not None:
-            driver.sandbox.close()
+        return self.sandbox_state.lifecycle is Lifecycle.SUSPENDED
 
     def close(self) -> None:
         """Kill the sandbox and remove its directories. Idempotent. From another thread while a
@@ -642,13 +655,13 @@ class Session:
         if self.state == "closed":
             return
         if not self._lock.acquire(blocking=False):
-            driver = self._driver
+            driver = self.sandbox_state.driver
             if driver is not None:
-                driver._kill()
+                driver.kill()
             self._lock.acquire()
         try:
-            self.state = "closed"
-            self._discard()
+            self.sandbox_state.closed = True
+            self.sandbox_state.discard()
         finally:
             self._lock.release()
 

@@ -31,6 +31,7 @@ from .._text import valid_text
 from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..kernel.protocol import RefusedArguments
 from ..results import ToolCallError, ToolCallRecord, oversized_json
+from ..sandbox.driver import CallDeadline  # a plain call's timeout, kept by whoever dispatched it
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
 from ._admission import RateLimiter, SessionGate, converter_for, fast_check_for
@@ -51,13 +52,10 @@ from ._calls import (
 from ._inline import inline_call
 from ._loop import LoopThread
 from .ledger import CallLedger, CallStore, cache_key, stand_in
+from .limits import CallLimits
 from .toolset import Tool, Toolset
 
 __all__ = ["READ_RESULT", "CallDeadline", "PermissionHook", "ToolHost"]
-
-#: (monotonic deadline, what to do then, the call to run on the dispatching thread or None): a plain
-#: call's timeout, enforced by whoever dispatched it, and with ``inline``, the call itself.
-CallDeadline = tuple[float, Callable[[], None], Callable[[], None] | None]
 
 #: (tool name, validated arguments) → True to allow, False or a reason string to deny (may be async).
 PermissionHook = Callable[[str, dict[str, Any]], Any]
@@ -65,6 +63,7 @@ PermissionHook = Callable[[str, dict[str, Any]], Any]
 #: The built-in tool that pages through a large result kept on the host.
 READ_RESULT = "read_result"
 _BACKOFF_S = 0.1
+_DEFAULT_LIMITS = CallLimits()
 #: A plain call that runs longer than this marks its tool slow: its calls go to the pool rather
 #: than run on the thread that reads the sandbox's frames (see ``dispatch``'s ``inline``).
 INLINE_BUDGET_S = 0.001
@@ -124,7 +123,7 @@ class _Route:
         # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
         self.plain = (tool.fn is not None and not tool.is_async and policy.permission == "allow"
                       and host.permission is None and not policy.rate_limit_per_s and not policy.cacheable
-                      and not policy.idempotent and host.max_concurrency >= host.loop.max_workers)
+                      and not policy.idempotent and host.limits.max_concurrency >= host.loop.max_workers)
 
     def current(self, tool: Tool) -> bool:
         return self.tool is tool and self.spec is tool.spec and self.policy is tool.policy and self.fn is tool.fn
@@ -134,28 +133,13 @@ class ToolHost:
     """Runs tool calls for a runtime: bounds, policies, timeouts, retries, the cache, records."""
 
     def __init__(self, toolset: Toolset, loop: LoopThread, *, permission: PermissionHook | None = None,
-                 ask: PermissionHook | None = None, max_result_chars: int = 1_000_000,
-                 max_concurrency: int = 32, tool_timeout_s: float = 30.0, max_calls_per_run: int = 10_000,
-                 max_argument_bytes: int = 256 * 1024, max_run_argument_bytes: int = 64 * 1024 * 1024,
-                 max_in_flight_per_session: int = 256, max_lent_threads_per_session: int = 16) -> None:
+                 ask: PermissionHook | None = None, limits: CallLimits = _DEFAULT_LIMITS) -> None:
         self.toolset = toolset
         self.loop = loop
         self.permission = permission
         self.ask = ask
-        self.max_result_chars = max_result_chars
-        #: Tool executions in flight at once, across every session of the runtime.
-        self.max_concurrency = max_concurrency
-        #: The timeout of a tool whose policy sets none (every call has one).
-        self.tool_timeout_s = tool_timeout_s
-        self.max_calls_per_run = max_calls_per_run
-        self.max_argument_bytes = max_argument_bytes
-        #: The JSON bytes of all the arguments of one run's calls, at most.
-        self.max_run_argument_bytes = max_run_argument_bytes
-        #: Calls of one session recorded and not yet ended, at most (more are refused, retryable).
-        self.max_in_flight_per_session = max_in_flight_per_session
-        #: Host threads one session's calls may hold past their timeout (each lent to the pool so
-        #: that others keep its capacity), at most; while that many are held, its calls are refused.
-        self.max_lent_threads_per_session = max_lent_threads_per_session
+        #: The bounds of every call (one frozen object: replace it whole to change one).
+        self.limits = limits
         #: Tools the host answers itself; a user tool of the same name takes precedence.
         self.builtins: dict[str, Tool] = {READ_RESULT: Tool(spec=_READ_RESULT_SPEC)}
         self._limiters: dict[str, RateLimiter] = {}
@@ -173,7 +157,7 @@ class ToolHost:
 
     def timeout_of(self, tool: Tool) -> float:
         """A call's time limit: the tool's policy, else the runtime's default."""
-        return tool.policy.timeout_s if tool.policy.timeout_s is not None else self.tool_timeout_s
+        return tool.policy.timeout_s if tool.policy.timeout_s is not None else self.limits.tool_timeout_s
 
     def new_store(self) -> CallStore:
         """A session's call store, with its share of the tool pool: three quarters of it, so a
@@ -256,24 +240,25 @@ class ToolHost:
         refused: RefusedArguments | None = arguments if isinstance(arguments, RefusedArguments) else None
         if size is None:
             size, refused = _measure(arguments)
-        bound = ledger.arrive(size, self.max_calls_per_run, self.max_run_argument_bytes)
+        limits = self.limits
+        bound = ledger.arrive(size, limits.max_calls_per_run, limits.max_run_argument_bytes)
         if bound == "calls":
-            return _Refusal(None, _refusal("permission_denied", f"more than {self.max_calls_per_run} tool calls "
+            return _Refusal(None, _refusal("permission_denied", f"more than {limits.max_calls_per_run} tool calls "
                                            "in one run; the rest are refused and not recorded"))
         error: ToolError | None = None
         kept: Any = None  # what the record keeps of refused arguments
-        if refused is not None or size > self.max_argument_bytes:
+        if refused is not None or size > limits.max_argument_bytes:
             arguments = kept = {"truncated": True, "bytes": size}
             error = ToolError("invalid_arguments", refused.reason if refused is not None and refused.reason else (
-                f"arguments of {size} bytes exceed the limit of {self.max_argument_bytes}; "
+                f"arguments of {size} bytes exceed the limit of {limits.max_argument_bytes}; "
                 "pass large data through files in the workspace"))
         elif bound == "bytes":
             error = ToolError("permission_denied", f"the arguments of this run's calls exceed "
-                              f"{self.max_run_argument_bytes} bytes in all; pass large data through files")
-        elif ledger.store.in_flight >= self.max_in_flight_per_session:
-            error = ToolError("rate_limited", f"more than {self.max_in_flight_per_session} calls of this session "
+                              f"{limits.max_run_argument_bytes} bytes in all; pass large data through files")
+        elif ledger.store.in_flight >= limits.max_in_flight_per_session:
+            error = ToolError("rate_limited", f"more than {limits.max_in_flight_per_session} calls of this session "
                               "are in flight; wait for some to finish", retryable=True)
-        elif ledger.store.gate.lent >= self.max_lent_threads_per_session:
+        elif ledger.store.gate.lent >= limits.max_lent_threads_per_session:
             error = ToolError("rate_limited", f"{ledger.store.gate.lent} calls of this session still hold host "
                               "threads past their timeout (the most it may hold); new calls are refused until "
                               "some return", retryable=True)
@@ -433,7 +418,7 @@ class ToolHost:
             if once.claim():
                 gate.leave()
             return
-        lent = gate.lend_for(once, self.max_lent_threads_per_session)
+        lent = gate.lend_for(once, self.limits.max_lent_threads_per_session)
         if lent:
             gate.leave()
             self.loop.pool.grow(1)
@@ -557,7 +542,7 @@ class ToolHost:
             limiter = self._limiters.setdefault(tool.name, RateLimiter(tool.policy.rate_limit_per_s))
             await limiter.wait()
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_concurrency)
+            self._slots = asyncio.Semaphore(self.limits.max_concurrency)
         timeout = self.timeout_of(tool)
         async with self._slots:
             gate = ledger.store.gate
@@ -600,7 +585,7 @@ class ToolHost:
         work.add_done_callback(_retrieved)
         if job is None:
             return False
-        if not gate.lend(self.max_lent_threads_per_session):
+        if not gate.lend(self.limits.max_lent_threads_per_session):
             job.add_done_callback(lambda _f: gate.leave())
             return True
         pool = self.loop.pool
@@ -632,7 +617,7 @@ class ToolHost:
     @property
     def page_chars(self) -> int:
         """The most characters one ``read_result`` page holds (its JSON stays within about the limit)."""
-        return max(1, self.max_result_chars // 2)
+        return max(1, self.limits.max_result_chars // 2)
 
     def _builtin(self, tool: Tool, store: CallStore, args: dict[str, Any]) -> Any:
         """The host's own tools (read_result, search_tools, describe_tool): no user policy applies."""
@@ -659,7 +644,7 @@ class ToolHost:
         if record.name in self.builtins and record.name not in self.toolset:
             return {"ok": True, "value": record.result}  # pages are sized to fit already
         try:
-            text = oversized_json(record.result, self.max_result_chars)
+            text = oversized_json(record.result, self.limits.max_result_chars)
         except (ValueError, TypeError, RecursionError) as exc:  # e.g. circular: nothing the sandbox can use
             return {"ok": False, "error": {"code": "tool_exception", "message": f"unsendable result: {exc}",
                                            "retryable": False}}
@@ -668,7 +653,7 @@ class ToolHost:
         ledger.store.keep(record.id, text)
         return {"ok": True, "value": {
             "truncated": True, "call_id": record.id, "total_chars": len(text),
-            "preview": text[: self.max_result_chars // 2],
+            "preview": text[: self.limits.max_result_chars // 2],
             "hint": f"the result is too large to return whole; page through its JSON text with "
                     f"read_result({record.id!r}, offset, limit)",
         }}

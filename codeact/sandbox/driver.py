@@ -39,16 +39,18 @@ from ..kernel.protocol import (
 )
 from .base import Sandbox
 
-__all__ = ["CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
+__all__ = ["CallDeadline", "CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
-#: (seq, tool name, arguments, frame size in bytes) → None (answered, or answered later), or
-#: (monotonic deadline, expire, work): the driver calls ``expire()`` once the deadline passes (it
-#: wakes for it while it waits for frames anyway), and runs ``work()``, when not None, on the thread
-#: that reads frames: a plain call runs there with no hand-off, and when it stays busy longer than
-#: :data:`WATCH_S` another thread takes over the reading. Apart from ``work``, must not block:
-#: answer with ``driver.reply``.
-CallHandler = Callable[[int, str, Any, int],
-                       "tuple[float, Callable[[], None], Callable[[], None] | None] | None"]
+#: (monotonic deadline, expire, work): a call's timeout, kept by the driver, which calls
+#: ``expire()`` once the deadline passes (it wakes for it while it waits for frames anyway), and
+#: runs ``work()``, when not None, on the thread that reads frames: a plain call runs there with no
+#: hand-off, and when it stays busy longer than :data:`WATCH_S` another thread takes over the reading.
+CallDeadline = tuple[float, Callable[[], None], Callable[[], None] | None]
+
+#: (seq, tool name, arguments, frame size in bytes) → None (answered, or answered later), or the
+#: call's :data:`CallDeadline`. Apart from the deadline's ``work``, must not block: answer with
+#: ``driver.reply``.
+CallHandler = Callable[[int, str, Any, int], CallDeadline | None]
 
 
 #: (stream name, text) → None: output of a streaming run, in the order the code wrote it per stream
@@ -264,7 +266,7 @@ class KernelDriver:
             self._fault(str(exc))
             raise
         except OSError:
-            self._kill()  # the peer went away mid-frame: whatever follows would be misread
+            self.kill()  # the peer went away mid-frame: whatever follows would be misread
             raise
         finally:
             self._write_lock.release()
@@ -273,7 +275,7 @@ class KernelDriver:
         """The kernel stopped reading its channel: kill it, and say so as the run's reason."""
         if not self.dead:
             self._stalled = why
-            self._kill()
+            self.kill()
 
     def reply(self, seq: int, payload: dict[str, Any]) -> None:
         """Answer a call; safe from any thread; a dead kernel is ignored. A payload that cannot be
@@ -351,7 +353,7 @@ class KernelDriver:
         except _Unsent:
             raise SandboxError(f"the kernel did not read {kind!r} within {timeout_s:g} s and was killed") from None
         except TimeoutError:
-            self._kill()
+            self.kill()
             raise SandboxError(f"the kernel did not answer {kind!r} within {timeout_s:g} s and was killed") from None
         except (PeerClosed, OSError):
             raise SandboxError(self._died(interrupted=False).reason) from None
@@ -389,7 +391,7 @@ class KernelDriver:
         except OSError:
             outcome: RunOutcome | None = self._died(interrupted=False)
         except BaseException as exc:  # raised into mid-send: how much of the frame went is unknown
-            self._kill()
+            self.kill()
             outcome = RunOutcome("killed", state_lost=True, reason="interrupted while the run was sent", raised=exc)
         else:
             try:
@@ -417,12 +419,12 @@ class KernelDriver:
             run.interrupted = True
             run.deadline = min(run.deadline, time.monotonic() + run.grace_s)
         try:
-            self._interrupt()
+            self.interrupt()
             outcome = self._guarded(run, _CALLER, None) if run.cond is None else None
             if outcome is None:
                 outcome = self._watch(run)
         except BaseException:
-            self._kill()
+            self.kill()
             outcome = RunOutcome("killed", interrupted=True, state_lost=True,
                                  reason="interrupted again while the code was stopping; the sandbox was killed")
         outcome.raised = raised
@@ -444,7 +446,7 @@ class KernelDriver:
                 # a frame meant for whatever comes next (a bug: see _busy). Never drop it
                 # silently, so that its reader waits out its timeout: the sandbox goes now, and
                 # that reader fails at once.
-                self._kill()
+                self.kill()
             return None
         return self._died(run.interrupted) if ended is _DIED else self._violation(ended)
 
@@ -481,10 +483,10 @@ class KernelDriver:
                 remaining = run.deadline - now
                 if remaining <= 0:
                     if run.interrupted:
-                        self._kill()
+                        self.kill()
                         return _ignored_interrupt()
                     run.interrupted = True
-                    self._interrupt()
+                    self.interrupt()
                     run.deadline = time.monotonic() + run.grace_s
                     continue
                 wait = min(wait, remaining) if timers else remaining
@@ -589,9 +591,9 @@ class KernelDriver:
                     cond.wait(min(WATCH_S, run.deadline - now))
                     continue
             if killed is not None:
-                self._kill()
+                self.kill()
                 return killed
-            self._interrupt()  # expired: the grace starts
+            self.interrupt()  # expired: the grace starts
 
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}
@@ -654,10 +656,11 @@ class KernelDriver:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
             self._rcv_timeout = seconds
 
-    def _interrupt(self) -> None:
-        """Interrupt the code: an ``interrupt`` frame if the channel takes it this instant, and the
-        backend's SIGINT. Never waits: a writer blocked on a kernel that stopped reading holds the
-        write lock until its own deadline, and the kill after the grace must not wait behind it."""
+    def interrupt(self) -> None:
+        """Interrupt the running code (from any thread): an ``interrupt`` frame if the channel takes
+        it this instant, and the backend's SIGINT. Never waits: a writer blocked on a kernel that
+        stopped reading holds the write lock until its own deadline, and the kill after the grace
+        must not wait behind it."""
         if self._write_lock.acquire(blocking=False):
             try:
                 if not self.dead:  # a frame half taken is finished by the kill time at the latest
@@ -665,19 +668,20 @@ class KernelDriver:
                     _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True)
             except _Unsent as exc:
                 self._stalled = str(exc)
-                self._kill()
+                self.kill()
             except OSError:
                 pass
             finally:
                 self._write_lock.release()
         self.sandbox.interrupt()
 
-    def _kill(self) -> None:
+    def kill(self) -> None:
+        """Kill the sandbox (from any thread): the run in progress ends ``killed``."""
         self.dead = True
         self.sandbox.kill()
 
     def _violation(self, reason: str) -> RunOutcome:
-        self._kill()
+        self.kill()
         return RunOutcome("killed", state_lost=True, reason=f"protocol violation: {reason}")
 
     def _died(self, interrupted: bool) -> RunOutcome:

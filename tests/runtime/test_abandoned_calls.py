@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def test_a_plain_call_hung_past_its_run_gives_its_slot_back(release: threading.E
     with Runtime([hang, quick], config) as rt, rt.session() as s:
         # every call that began gets a lent thread (past the cap one keeps its slot by design, as
         # test_threads_a_session_pins_past_timeouts_are_capped shows): how many began is timing
-        rt.host.max_lent_threads_per_session = 30
+        rt.host.limits = replace(rt.host.limits, max_lent_threads_per_session=30)
         first = s.run("parallel(hang, range(30))")
         assert first.termination == "timeout" and len(first.calls) >= 2
         assert all(not c.ok and c.finished for c in first.calls)
@@ -267,7 +268,7 @@ def test_threads_a_session_pins_past_timeouts_are_capped(release: threading.Even
         return i
 
     with Runtime([stuck], LOCAL) as rt, rt.session() as s:
-        rt.host.max_lent_threads_per_session = 2
+        rt.host.limits = replace(rt.host.limits, max_lent_threads_per_session=2)
         pool = rt.loop.pool
         workers = pool.max_workers
         result = s.run("out = []\nfor i in range(5):\n    try:\n        stuck(i)\n"

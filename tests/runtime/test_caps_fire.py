@@ -167,14 +167,14 @@ def test_a_dead_sandbox_is_discarded_at_once(docker_image: str) -> None:
         dead = s.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
         assert dead.state_lost, dead
         # gone before the next run starts: the session holds no driver for the dead sandbox
-        assert s._driver is None
+        assert s.sandbox_state.driver is None
         fresh = s.run("'x' in globals()")
         assert fresh.ok and fresh.value is False
         assert _container_id(s) != first_id
 
 
 def _container_id(session: Any) -> str:
-    sandbox = session._driver.sandbox
+    sandbox = session.sandbox_state.driver.sandbox
     return str(getattr(sandbox, "container_id", None) or getattr(getattr(sandbox, "container", None), "id", ""))
 
 

@@ -6,6 +6,7 @@ calls the lane takes and for every kind of call it hands to the full front."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -76,9 +77,8 @@ def _settled(rt: Runtime, inline: bool, size: int = 20, **limits: Any) -> tuple[
     """The records and the replies (sorted) of CALLS dispatched in one run, once each has answered
     (calls the lane does not take run on pool threads)."""
     host = rt.host
-    saved = {key: getattr(host, key) for key in limits}
-    for key, value in limits.items():
-        setattr(host, key, value)
+    saved = host.limits
+    host.limits = replace(saved, **limits)
     try:
         ledger = CallLedger(host.new_store())
         replies: list[Any] = []
@@ -94,8 +94,7 @@ def _settled(rt: Runtime, inline: bool, size: int = 20, **limits: Any) -> tuple[
                    for r in ledger.final_records()]
         return records, sorted(replies, key=repr)
     finally:
-        for key, value in saved.items():
-            setattr(host, key, value)
+        host.limits = saved
 
 
 @pytest.fixture(scope="module")

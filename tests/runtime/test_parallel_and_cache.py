@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -133,7 +134,7 @@ def test_gather_keeps_failures_apart_and_async_stubs_match_the_sync_ones(local_r
 
 
 def test_the_host_bounds_concurrency(local_rt: Runtime, counter: Counter) -> None:
-    local_rt.host.max_concurrency = 2
+    local_rt.host.limits = replace(local_rt.host.limits, max_concurrency=2)
     result = run(local_rt, "parallel(lambda _: slow(0.2), range(6))")
     assert result.ok and result.value == [0.2] * 6
     assert counter.max_in_flight == 2

@@ -441,8 +441,8 @@ def test_a_rebuild_stopped_from_outside_keeps_the_state(rt: Runtime, stop: str) 
             time.sleep(0.8)  # the replay of the slow cell is under way
             if stop == "interrupt":
                 s.interrupt()
-            elif s._driver is not None:
-                s._driver.sandbox.kill()
+            elif s.sandbox_state.driver is not None:
+                s.sandbox_state.driver.sandbox.kill()
 
         threading.Thread(target=stop_it, daemon=True).start()
         stopped = s.run("x += 1\nx")

@@ -7,6 +7,7 @@ import json
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def test_a_kernel_that_stops_reading_under_a_call_flood_ends_at_its_deadline(bac
 
     config = SandboxConfig(backend=backend, policy="none", grace_s=1)  # type: ignore[arg-type]
     with Runtime([blob], config, tool_timeout_s=0.2) as runtime, runtime.session() as session:
-        runtime.host.max_lent_threads_per_session = 4
+        runtime.host.limits = replace(runtime.host.limits, max_lent_threads_per_session=4)
         session.run("1")
         before = threading.active_count()
         stop, peak = threading.Event(), [before]

@@ -232,7 +232,7 @@ def test_code_arrives_over_the_channel_not_a_mount(session: Session) -> None:
 def test_log_driver_off_and_owner_labels(session: Session) -> None:
     from codeact.sandbox.docker import _client
 
-    driver = session._driver
+    driver = session.sandbox_state.driver
     assert driver is not None
     info = _client().api.inspect_container(driver.sandbox.container_id)  # type: ignore[attr-defined]
     assert info["HostConfig"]["LogConfig"]["Type"] == "none"

@@ -67,7 +67,7 @@ def test_a_late_first_leader_leaves_one_reader(late_leaders: _LateFirstLeader) -
         result = session.run("import time\np = price(sku='abc')\ntime.sleep(0.3)\np")
         assert result.ok and result.value == 3.0, result
         assert late_leaders.started == 2, "a third reader was started while the second read"
-        kernel = session._driver
+        kernel = session.sandbox_state.driver
         assert kernel is not None
         for _ in range(20):
             kernel.reset(timeout_s=3)  # raises SandboxError (kernel killed) when a stale reader ate 'ready'
@@ -126,7 +126,7 @@ def test_a_frame_read_by_a_stale_reader_kills_rather_than_stalls(
             assert result.termination == "killed" and result.state_lost, result
             assert result.duration_ms < 10_000, "killed at once, not at the run's deadline"
             return
-        kernel = session._driver
+        kernel = session.sandbox_state.driver
         assert kernel is not None
         try:  # the stale reader is still waiting: it may eat an answer to these
             for _ in range(20):

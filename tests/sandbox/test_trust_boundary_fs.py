@@ -301,7 +301,7 @@ def _timed(session: Session, call: Callable[[], T], bound_s: float) -> tuple[T, 
     worker.join(bound_s)
     took = time.monotonic() - start
     while worker.is_alive():
-        driver = session._driver  # not session.workspace: that may start a rebuild of its own
+        driver = session.sandbox_state.driver  # not session.workspace: that may start a rebuild of its own
         for fifo in Path(driver.sandbox.workspace if driver else "/nonexistent").glob("p.*"):
             try:
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
