@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._deprecated import deprecated_alias
+from .kernel.client import ToolError as _SandboxToolError
+from .kernel.frames import RETRYABLE_CODES
 
 __all__ = [
     "RETRYABLE_CODES",
@@ -68,9 +70,6 @@ ErrorCode = Literal[
     "upstream_error",
 ]
 
-#: Codes for which the same call, unchanged, may succeed later.
-RETRYABLE_CODES: frozenset[str] = frozenset({"timeout", "rate_limited", "upstream_error"})
-
 
 class CodeActError(Exception):
     """Base of every error codeact raises on the host."""
@@ -90,28 +89,15 @@ class ToolArgumentsError(CodeActError, ValueError):
         super().__init__(f"invalid arguments for tool {tool!r}: {listed}")
 
 
-class ToolError(CodeActError):
+class ToolError(CodeActError, _SandboxToolError):
     """A failed tool call. Raise it from a tool implementation to choose the code.
 
-    ``retryable`` defaults from the code: timeout, rate_limited and upstream_error are retryable.
-    ``retry_after`` (seconds) is a hint from the upstream, when it gave one.
+    ``ToolError(code, message, retryable=None, *, retry_after=None, data=None)``: ``retryable``
+    defaults from the code (:data:`RETRYABLE_CODES`: timeout, rate_limited, upstream_error);
+    ``retry_after`` (seconds) is a hint from the upstream, when it gave one. The constructor and
+    attributes are those of the class the code catches in the sandbox (``kernel/client.py``), which
+    this one extends: one implementation for both sides.
     """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        retryable: bool | None = None,
-        *,
-        retry_after: float | None = None,
-        data: Any = None,
-    ) -> None:
-        self.code = code
-        self.message = message
-        self.retryable = code in RETRYABLE_CODES if retryable is None else retryable
-        self.retry_after = retry_after
-        self.data = data
-        super().__init__(f"[{code}] {message}")
 
 
 class SandboxError(CodeActError):

@@ -31,13 +31,12 @@ if TYPE_CHECKING:  # asyncio and concurrent.futures cost tens of ms to import: a
     import asyncio
 
 
-# Alike by design (codeact.errors.ToolError): the sandbox cannot import the host's package, so the
-# class is mirrored here; tests/sandbox/test_tool_error_parity.py pins that the two agree.
+# The one implementation: the host's ``codeact.errors.ToolError`` subclasses this class (the
+# sandbox cannot import the host's package), so both sides construct, default and pickle alike.
 class ToolError(Exception):
     """A tool call failed on the host. ``code`` says why; ``retryable`` says if retrying may help.
 
-    The same constructor and attributes as the host's ``codeact.errors.ToolError``: ``retryable``
-    defaults from the code (timeout, rate_limited and upstream_error are retryable);
+    ``retryable`` defaults from the code (timeout, rate_limited and upstream_error are retryable);
     ``retry_after`` (seconds) is a hint from the upstream, when it gave one.
     """
 
@@ -49,6 +48,10 @@ class ToolError(Exception):
         self.retry_after = retry_after
         self.data = data
         super().__init__(f"[{code}] {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the default would call the class with ``args`` (the one formatted message)
+        return type(self), (self.code, self.message, self.retryable), self.__dict__
 
 
 class _Slot:

@@ -46,8 +46,7 @@ def _frame(*fields: Field) -> dict[str, Field]:
 
 TERMINATIONS = ("completed", "error", "output_limit")
 #: Tool error codes for which the same call, unchanged, may succeed later: a ``ToolError`` without
-#: an explicit ``retryable`` derives it from these. A copy of ``codeact.errors.RETRYABLE_CODES``
-#: (this file cannot import codeact); tests/sandbox/test_tool_error_parity.py holds the two equal.
+#: an explicit ``retryable`` derives it from these (``codeact.errors`` re-exports them).
 RETRYABLE_CODES: frozenset[str] = frozenset({"timeout", "rate_limited", "upstream_error"})
 STREAMS = ("stdout", "stderr")
 #: The most ``[stream, text]`` pairs one ``output`` frame carries.

@@ -1,11 +1,12 @@
-"""One ``ToolError`` meaning on both sides of the channel: the class the model's code catches in
-the sandbox (``kernel/client.py``, standard library only) and the host's
-(``codeact.errors``) take the same arguments, default ``retryable`` from the same codes and carry
-the same attributes."""
+"""One ``ToolError`` on both sides of the channel: the class the model's code catches in the
+sandbox (``kernel/client.py``, standard library only) is the one implementation, and the host's
+(``codeact.errors``) extends it: the same arguments, ``retryable`` defaulted from the one set of
+codes, the same attributes, and both survive a pickle (a call's error crossing processes)."""
 
 from __future__ import annotations
 
 import inspect
+import pickle
 from typing import Any, get_args
 
 import pytest
@@ -19,7 +20,7 @@ CODES = [*get_args(host.ErrorCode), "some_future_code"]
 
 
 def test_the_retryable_codes_are_one_set() -> None:
-    assert frames.RETRYABLE_CODES == host.RETRYABLE_CODES
+    assert frames.RETRYABLE_CODES is host.RETRYABLE_CODES
     assert host.RETRYABLE_CODES <= set(get_args(host.ErrorCode))
 
 
@@ -35,6 +36,19 @@ def test_both_classes_agree_for_every_code(code: str, retryable: bool | None) ->
     assert vars(ours) == vars(theirs)
     assert ours.retryable is (code in host.RETRYABLE_CODES if retryable is None else retryable)
     assert (str(ours), ours.args) == (str(theirs), theirs.args)
+
+
+def test_the_hosts_class_is_the_sandboxs_and_a_codeact_error() -> None:
+    error = host.ToolError("timeout", "late")
+    assert isinstance(error, inside.ToolError) and isinstance(error, host.CodeActError)
+
+
+@pytest.mark.parametrize("cls", [inside.ToolError, host.ToolError])
+def test_a_tool_error_survives_a_pickle(cls: type[inside.ToolError]) -> None:
+    error = cls("rate_limited", "slow down", False, retry_after=1.5, data={"status": 429})
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls
+    assert vars(again) == vars(error) and again.args == error.args and str(again) == str(error)
 
 
 def test_both_classes_carry_retry_after_and_data() -> None:
