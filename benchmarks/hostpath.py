@@ -23,7 +23,7 @@ from codeact.runtime._loop import LoopThread
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.toolhost import ToolHost
 from codeact.runtime.toolset import Toolset
-from codeact.sandbox.driver import _call_problem
+from codeact.sandbox._outcome import call_problem
 
 from ._common import echo
 
@@ -45,7 +45,7 @@ def host_inline(host: ToolHost) -> float:
             ledger = CallLedger(store)
         body = frames[i]
         message = decode_bounded(body, host.limits.max_argument_bytes)
-        _call_problem(message)
+        call_problem(message)
         front = host._front(ledger, message["name"], message["arguments"], len(body))
         assert isinstance(front, tuple)
         record, tool, args, _ = front
@@ -67,7 +67,7 @@ def host_dispatch(host: ToolHost) -> float:
             ledger = CallLedger(store)
         body = frames[i]
         message = decode_bounded(body, host.limits.max_argument_bytes)
-        _call_problem(message)
+        call_problem(message)
         answered.clear()
         host.dispatch(ledger, message["name"], message["arguments"],
                       lambda p, i=i: (encode({"type": "result", "seq": i, **p}), answered.set()), len(body))

@@ -1,30 +1,29 @@
 """Drives one kernel over its channel: handshake, setup, runs; enforces the protocol and limits.
 
 Everything the kernel sends is hostile input: frames are size-capped by the FrameSocket and every
-message is validated here; anything out of protocol kills the sandbox with a clear reason.
+message is validated (``_outcome.py``'s checks); anything out of protocol kills the sandbox with a
+clear reason. Which thread reads a run's frames, and when the reading passes to another, is
+``_leader.py``'s.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
 import json
 import math
 import os
-import queue
 import select
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._text import one_line
 from ..errors import ProtocolViolation, SandboxError, SandboxUnavailable
-from ..kernel.frames import FROM_KERNEL, TERMINATIONS, problem
+from ..kernel.frames import FROM_KERNEL, problem
 from ..kernel.protocol import (
     VERSION,
     FrameError,
@@ -37,159 +36,15 @@ from ..kernel.protocol import (
     encode,
     refused_call,
 )
+from ._leader import CALLER, LEAD_WAIT_S, CallDeadline, CallHandler, Run, guarded, watch
+from ._outcome import CodeErrorFrame, DoneFrame, RunOutcome, call_problem
 from .base import Sandbox
 
 __all__ = ["CallDeadline", "CallHandler", "CodeErrorFrame", "DoneFrame", "KernelDriver", "OutputHandler", "RunOutcome"]
 
-#: (monotonic deadline, expire, work): a call's timeout, kept by the driver, which calls
-#: ``expire()`` once the deadline passes (it wakes for it while it waits for frames anyway), and
-#: runs ``work()``, when not None, on the thread that reads frames: a plain call runs there with no
-#: hand-off, and when it stays busy longer than :data:`WATCH_S` another thread takes over the reading.
-CallDeadline = tuple[float, Callable[[], None], Callable[[], None] | None]
-
-#: (seq, tool name, arguments, frame size in bytes) → None (answered, or answered later), or the
-#: call's :data:`CallDeadline`. Apart from the deadline's ``work``, must not block: answer with
-#: ``driver.reply``.
-CallHandler = Callable[[int, str, Any, int], CallDeadline | None]
-
-
 #: (stream name, text) → None: output of a streaming run, in the order the code wrote it per stream
 #: (one call per stream per ``output`` frame: within a frame, the order between streams is lost). Must not block.
 OutputHandler = Callable[[str, str], None]
-
-
-@dataclass(slots=True)
-class CodeErrorFrame:
-    """The ``error`` object of a ``done`` frame (checked against ``frames.CODE_ERROR``)."""
-
-    type: str
-    message: str
-    lineno: int | None = None
-    traceback: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "message": self.message, "lineno": self.lineno, "traceback": self.traceback}
-
-
-# Alike by design (results.ExecutionResult): the wire's ``done`` fields, checked and typed, from
-# which the session assembles the public result; the two change for different reasons.
-@dataclass(slots=True)
-class DoneFrame:
-    """A checked ``done`` frame (``frames.FROM_KERNEL["done"]``), with its defaults filled in."""
-
-    type: str
-    id: str
-    termination: str
-    stdout: str = ""
-    stderr: str = ""
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    value: Any = None
-    error: CodeErrorFrame | None = None
-    final: dict[str, Any] | None = None
-    facts: dict[str, Any] | None = None  # for replay; checked by the runtime
-    names: Any = None  # the names the cell bound, for the check; checked by the runtime
-    outputs: Any = None  # rich outputs ({mime: data} bundles); checked by the runtime
-
-    @classmethod
-    def of(cls, message: dict[str, Any]) -> DoneFrame:
-        """From a frame that passed ``frames.problem``."""
-        error = message.get("error")
-        if error is not None:
-            message = {**message, "error": CodeErrorFrame(**error)}
-        return cls(**message)
-
-
-#: How often the thread that started a run looks whether the leader reading its frames is still
-#: busy in the call it was in at the last look (then a new leader takes over the reading).
-WATCH_S = 0.005
-#: The longest a leader waits for a frame before it looks whether the run is still its own.
-_LEAD_WAIT_S = 0.5
-#: The leader number of the thread that started the run (it reads until the first call with work).
-_CALLER = 0
-
-
-def _ignored_interrupt() -> RunOutcome:
-    return RunOutcome("timeout", interrupted=True, state_lost=True,
-                      reason="the code ignored the interrupt and was killed")
-
-
-#: What :meth:`KernelDriver._lead` returns when the sandbox closed the channel.
-_DIED = "the sandbox closed the channel"
-#: What :meth:`KernelDriver._lead` returns when it read a frame after its run had ended or moved on.
-_STALE = "a frame read by a thread that no longer leads the run"
-#: What :meth:`KernelDriver._frame` returns when reading goes on.
-_GO_ON = "go on"
-
-
-#: A call's (deadline, seq, expire, call to run on the reading thread or None).
-_Timer = tuple[float, int, Callable[[], None], "Callable[[], None] | None"]
-
-
-class _Run:
-    """One run's state, shared by the thread that started it and the leader threads that read its
-    frames in turn (``lock`` guards ``leader``, ``outcome``, ``timers`` and ``busy``'s reset)."""
-
-    __slots__ = ("busy", "cond", "deadline", "grace_s", "id", "interrupted", "leader", "lock", "max_call_bytes",
-                 "on_call", "outcome", "timers")
-
-    def __init__(self, run_id: str, on_call: CallHandler, deadline: float, grace_s: float,
-                 max_call_bytes: int | None) -> None:
-        self.id = run_id
-        self.on_call = on_call
-        self.deadline = deadline
-        self.grace_s = grace_s
-        self.max_call_bytes = max_call_bytes
-        self.lock = threading.Lock()
-        #: Made at the hand-off to a leader (over ``lock``): the caller waits on it from then on.
-        self.cond: threading.Condition | None = None
-        #: (deadline, seq, expire, call) of the calls handed off: their timeouts, soonest first.
-        self.timers: list[_Timer] = []
-        self.interrupted = False
-        #: Which thread reads the frames: _CALLER, then 1, 2, … as leaders take over; -1 once ended.
-        self.leader = _CALLER
-        #: The call the leader is running now, if any (its timer joins ``timers`` at a take-over).
-        self.busy: _Timer | None = None
-        self.outcome: RunOutcome | None = None
-
-
-class _Leaders:
-    """Daemon threads that lead runs (read frames, run plain calls), kept a while for reuse."""
-
-    IDLE_S = 60.0
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
-
-    def start(self, fn: Callable[[], None]) -> None:
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name="codeact-leader", daemon=True).start()
-        inbox.put(fn)
-
-    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
-        while True:
-            try:
-                fn = inbox.get(timeout=self.IDLE_S)
-            except queue.Empty:
-                with self._lock:
-                    if any(q is inbox for q in self._idle):
-                        self._idle.remove(inbox)
-                        return
-                continue  # handed work just now: it is on its way
-            try:
-                fn()
-            except BaseException:  # fn reports its own outcome; the thread serves on
-                pass
-            del fn
-            with self._lock:
-                self._idle.append(inbox)
-
-
-_LEADERS = _Leaders()
 
 #: How long one frame's write to the kernel may take in all before the host gives up on the kernel
 #: and kills it (a kernel that stops reading must not hold a host thread).
@@ -200,22 +55,6 @@ _TIMEVAL = struct.Struct("@ll")
 CONTROL_TIMEOUT_S = 30.0
 _STRAY_CALL = {"ok": False, "error": {"code": "tool_exception", "retryable": False,
                                       "message": "no run is in progress: a tool call made between runs is refused"}}
-
-
-@dataclass
-class RunOutcome:
-    """What the kernel reported for one run, or how the run ended without a report."""
-
-    termination: str
-    done: DoneFrame | None = None
-    interrupted: bool = False
-    state_lost: bool = False
-    reason: str | None = None
-    wall_ms: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: What was raised into the caller's thread mid-run (Ctrl-C's KeyboardInterrupt, say): the run
-    #: was interrupted and waited for; the caller records it, then raises this.
-    raised: BaseException | None = None
 
 
 class KernelDriver:
@@ -345,7 +184,7 @@ class KernelDriver:
                 message = decode_bounded(chan.recv_body(deadline))
                 if message.get("type") != "call":
                     break
-                problem = _call_problem(message)  # a thread the code left running calls a tool between runs
+                problem = call_problem(message)  # a thread the code left running calls a tool between runs
                 if problem is not None:
                     raise FrameError(f"malformed call frame: {problem}")
                 self.reply(message["seq"], _STRAY_CALL)
@@ -384,7 +223,7 @@ class KernelDriver:
         started = time.monotonic()
         self._on_output = on_output
         self._kill_at = started + timeout_s + grace_s
-        run = _Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
+        run = Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
                         "output_limit": output_limit, **(display or {}), **self._streaming()})
@@ -400,9 +239,9 @@ class KernelDriver:
                         after_send()
                     except Exception:  # never with the run in flight: the caller meets it again after the run
                         pass
-                outcome = self._guarded(run, _CALLER, None)
+                outcome = guarded(self, run, CALLER, None)
                 if outcome is None:
-                    outcome = self._watch(run)
+                    outcome = watch(self, run)
             except BaseException as exc:  # e.g. Ctrl-C's KeyboardInterrupt in the caller's thread
                 outcome = self._after_raised(run, exc)
         self._kill_at = None
@@ -410,7 +249,7 @@ class KernelDriver:
         outcome.wall_ms = (time.monotonic() - started) * 1000
         return outcome
 
-    def _after_raised(self, run: _Run, raised: BaseException) -> RunOutcome:
+    def _after_raised(self, run: Run, raised: BaseException) -> RunOutcome:
         """The caller's thread was raised into mid-run: interrupt the code and wait the grace for the
         kernel's ``done`` (killed after it, as at a timeout), so that the kernel is idle, its
         namespace kept, when the caller records the run and raises ``raised`` again. Raised into a
@@ -420,180 +259,15 @@ class KernelDriver:
             run.deadline = min(run.deadline, time.monotonic() + run.grace_s)
         try:
             self.interrupt()
-            outcome = self._guarded(run, _CALLER, None) if run.cond is None else None
+            outcome = guarded(self, run, CALLER, None) if run.cond is None else None
             if outcome is None:
-                outcome = self._watch(run)
+                outcome = watch(self, run)
         except BaseException:
             self.kill()
             outcome = RunOutcome("killed", interrupted=True, state_lost=True,
                                  reason="interrupted again while the code was stopping; the sandbox was killed")
         outcome.raised = raised
         return outcome
-
-    def _guarded(self, run: _Run, me: int, work: _Timer | None) -> RunOutcome | None:
-        """Lead ``run`` (see :meth:`_lead`); the outcome when this thread ended it, else None."""
-        try:
-            ended = self._lead(run, me, work)
-        except (RecursionError, MemoryError) as exc:
-            ended = f"the host could not process a frame ({type(exc).__name__})"
-        except Exception as exc:  # a bug in codeact: the channel's state is unknown, so the sandbox goes now
-            ended = f"the host failed handling a frame: {type(exc).__name__}: {one_line(str(exc), 200)}"
-        if ended is None or isinstance(ended, RunOutcome):
-            return ended
-        if me != _CALLER and (run.outcome is not None or run.leader != me):
-            if ended is not _DIED:
-                # This thread read a frame after its run had ended or passed to another leader:
-                # a frame meant for whatever comes next (a bug: see _busy). Never drop it
-                # silently, so that its reader waits out its timeout: the sandbox goes now, and
-                # that reader fails at once.
-                self.kill()
-            return None
-        return self._died(run.interrupted) if ended is _DIED else self._violation(ended)
-
-    def _follow(self, run: _Run, me: int, work: _Timer | None) -> None:
-        """A leader thread's part: lead, then publish the outcome if this thread ended the run."""
-        outcome = self._guarded(run, me, work)
-        if outcome is not None:
-            assert run.cond is not None
-            with run.cond:
-                if run.outcome is None:
-                    run.outcome = outcome
-                    run.leader = -1
-                    run.cond.notify_all()
-
-    def _lead(self, run: _Run, me: int, work: _Timer | None) -> RunOutcome | str | None:
-        """Read and handle frames while ``me`` leads ``run``. Returns the outcome of a ``done``
-        frame, :data:`_DIED`, or a protocol violation's reason when this thread ended the run;
-        None when another thread ended it or took over, or when the caller handed the reading on."""
-        if work is not None and not self._busy(run, me, work):
-            return None
-        timers = run.timers
-        while True:
-            with run.lock:
-                if me != _CALLER and (run.outcome is not None or run.leader != me):
-                    return None
-                now = time.monotonic()
-                due = []
-                while timers and timers[0][0] <= now:
-                    due.append(heapq.heappop(timers)[2])
-                wait = min(timers[0][0] - now, _LEAD_WAIT_S) if timers else _LEAD_WAIT_S
-            for expire in due:
-                expire()
-            if me == _CALLER:  # until it hands the reading on, the caller keeps the deadline here
-                remaining = run.deadline - now
-                if remaining <= 0:
-                    if run.interrupted:
-                        self.kill()
-                        return _ignored_interrupt()
-                    run.interrupted = True
-                    self.interrupt()
-                    run.deadline = time.monotonic() + run.grace_s
-                    continue
-                wait = min(wait, remaining) if timers else remaining
-            try:
-                message = self._recv(run.id, wait, run.max_call_bytes, now + max(wait, 0.001))
-            except TimeoutError:
-                continue
-            except PeerClosed:
-                return _DIED
-            except (FrameError, OSError) as exc:
-                return f"unreadable frame: {one_line(str(exc), 300)}"
-            if message is None:  # streamed output, passed on
-                continue
-            if me != _CALLER and (run.outcome is not None or run.leader != me):
-                return _STALE  # a frame meant for whatever comes next: see _guarded
-            ended = self._frame(run, me, message)
-            if ended is not _GO_ON:
-                return ended
-
-    def _frame(self, run: _Run, me: int, message: dict[str, Any]) -> RunOutcome | str | None:
-        """Handle one frame of ``run`` (see :meth:`_lead`); :data:`_GO_ON` to read the next."""
-        kind = message.get("type")
-        if kind == "done":
-            issue = _done_problem(message)
-            if issue is not None:
-                return f"malformed done frame: {one_line(issue, 300)}"
-            if message["id"] != run.id:
-                return "a 'done' frame for a run that is not in progress"
-            return RunOutcome(message["termination"], done=DoneFrame.of(message), interrupted=run.interrupted)
-        if kind != "call":
-            return f"unexpected frame type {str(kind)[:40]!r}"
-        issue = _call_problem(message)
-        if issue is not None:
-            return f"malformed call frame: {issue}"
-        seq = message["seq"]
-        handled = run.on_call(seq, message["name"], message.get("arguments"), self._chan.last_size)
-        if handled is None:
-            return _GO_ON
-        timer = (handled[0], seq, handled[1], handled[2])
-        if handled[2] is None:
-            with run.lock:
-                heapq.heappush(run.timers, timer)
-            return _GO_ON
-        if me == _CALLER:  # the first call to run here: a leader takes the reading, the caller the watch
-            run.leader = 1
-            run.busy = timer
-            run.cond = threading.Condition(run.lock)
-            _LEADERS.start(functools.partial(self._follow, run, 1, timer))
-            return None
-        return _GO_ON if self._busy(run, me, timer) else None
-
-    @staticmethod
-    def _busy(run: _Run, me: int, timer: _Timer) -> bool:
-        """Run the call on this leader thread; whether this thread still leads afterwards (the watch
-        hands the reading on to a new leader when a call keeps it busy)."""
-        with run.lock:
-            # Only the leader marks the run busy: a leader that started late, after the watch
-            # had already handed its call on, must not make the watch take the reader of the
-            # moment for a busy one and start a second reader beside it (which then eats the
-            # answer to whatever comes next: the next run's frames, a reset, a bind).
-            if run.leader == me:
-                run.busy = timer
-        call = timer[3]
-        assert call is not None
-        try:
-            call()
-        finally:
-            with run.lock:
-                still = run.leader == me
-                if still:
-                    run.busy = None
-        return still
-
-    def _watch(self, run: _Run) -> RunOutcome:
-        """The caller's part once a leader reads: keep the deadline (interrupt, then kill after the
-        grace), and start a new leader when the current one was busy in the same call at two checks
-        in a row (a call busy longer than :data:`WATCH_S` to 2× that)."""
-        seen: object = None
-        cond = run.cond
-        assert cond is not None
-        while True:
-            with cond:
-                if run.outcome is not None:
-                    return run.outcome
-                now = time.monotonic()
-                expired = now >= run.deadline
-                killed = None
-                if expired and run.interrupted:
-                    killed = run.outcome = _ignored_interrupt()
-                    run.leader = -1
-                elif expired:
-                    run.interrupted = True
-                    run.deadline = now + run.grace_s
-                elif run.busy is not None and run.busy is seen:
-                    heapq.heappush(run.timers, run.busy)  # its timeout is the next leader's to keep
-                    run.leader += 1
-                    run.busy = seen = None
-                    _LEADERS.start(functools.partial(self._follow, run, run.leader, None))
-                    continue
-                else:
-                    seen = run.busy
-                    cond.wait(min(WATCH_S, run.deadline - now))
-                    continue
-            if killed is not None:
-                self.kill()
-                return killed
-            self.interrupt()  # expired: the grace starts
 
     def _streaming(self) -> dict[str, Any]:
         return {"stream": True} if self._on_output is not None else {}
@@ -644,14 +318,14 @@ class KernelDriver:
     def _wait_at_most(self, seconds: float) -> None:
         """Bound the next reads to ``seconds``: the socket blocks and the kernel's SO_RCVTIMEO ends
         a wait, so a read is one ``recv`` (a socket with a Python timeout polls before each one, a cost
-        on every frame that an interleaved A/B showed). Waits of ``_LEAD_WAIT_S`` or more wait that long and the
+        on every frame that an interleaved A/B showed). Waits of ``LEAD_WAIT_S`` or more wait that long and the
         caller looks again, so the timeout rarely changes (each change is a syscall)."""
         sock = self._chan.sock
         if sock.gettimeout() is not None:  # a handshake or a reset/bind used a Python timeout
             with self._write_lock:  # no write while the mode changes (see _send_by)
                 sock.settimeout(None)
             self._rcv_timeout = -1.0
-        seconds = min(max(seconds, 0.001), _LEAD_WAIT_S)  # 0 would mean forever
+        seconds = min(max(seconds, 0.001), LEAD_WAIT_S)  # 0 would mean forever
         if seconds != self._rcv_timeout:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
             self._rcv_timeout = seconds
@@ -700,10 +374,7 @@ class KernelDriver:
         return RunOutcome("killed", state_lost=True, reason=f"the sandbox process ended: {how}{detail}")
 
 
-_CALL, _DONE, _OUTPUT = FROM_KERNEL["call"], FROM_KERNEL["done"], FROM_KERNEL["output"]
-_CALL_KEYS = frozenset(_CALL)
-_DONE_KEYS = frozenset(_DONE)
-_MAX_NAME = _CALL["name"].max_len or 0
+_OUTPUT = FROM_KERNEL["output"]
 
 
 def _expect(message: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -753,29 +424,6 @@ def _send_by(sock: socket.socket, data: bytes, deadline: float, *, or_nothing: b
 def _timeval(seconds: float) -> bytes:
     whole = int(seconds)
     return _TIMEVAL.pack(whole, int((seconds - whole) * 1_000_000))
-
-
-def _done_problem(message: dict[str, Any]) -> str | None:
-    """What is wrong with a done frame, if anything (``frames.FROM_KERNEL["done"]``), with the
-    common case (no error, no final answer) checked inline."""
-    termination = message.get("termination")
-    if (type(message.get("id")) is str and type(termination) is str and termination in TERMINATIONS
-            and message.keys() <= _DONE_KEYS and message.get("error") is None and message.get("final") is None
-            and type(message.get("stdout", "")) is str and type(message.get("stderr", "")) is str
-            and type(message.get("stdout_truncated", False)) is bool
-            and type(message.get("stderr_truncated", False)) is bool):
-        return None
-    return problem(message, _DONE)
-
-
-def _call_problem(message: dict[str, Any]) -> str | None:
-    """What is wrong with a call frame, if anything (``frames.FROM_KERNEL["call"]``), with the
-    common valid case checked inline (far cheaper than the declared-schema walk, and it is every call)."""
-    seq, name = message.get("seq"), message.get("name")
-    if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= _MAX_NAME and message.keys() <= _CALL_KEYS:
-        return None
-    issue = problem(message, _CALL)
-    return None if issue is None else one_line(issue, 300)
 
 
 def _not_json(values: Mapping[str, Any], exc: BaseException) -> str:

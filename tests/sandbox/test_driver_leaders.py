@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from codeact import Runtime, SandboxConfig, tool
+from codeact.sandbox import _leader
 from codeact.sandbox import driver as driver_module
 
 
@@ -53,8 +54,8 @@ class _LateFirstLeader:
 
 @pytest.fixture()
 def late_leaders(monkeypatch: pytest.MonkeyPatch) -> Iterator[_LateFirstLeader]:
-    late = _LateFirstLeader(driver_module._LEADERS, delay_s=40 * driver_module.WATCH_S)
-    monkeypatch.setattr(driver_module, "_LEADERS", late)
+    late = _LateFirstLeader(_leader.LEADERS, delay_s=40 * _leader.WATCH_S)
+    monkeypatch.setattr(_leader, "LEADERS", late)
     yield late
 
 
@@ -104,20 +105,19 @@ def test_a_kernel_that_stops_reading_does_not_hold_a_host_writer(monkeypatch: py
 
 def test_a_frame_read_by_a_stale_reader_kills_rather_than_stalls(
         late_leaders: _LateFirstLeader, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Defense in depth: with the stale busy marker put back (the driver's ``_busy`` before the
+    """Defense in depth: with the stale busy marker put back (the leaders' ``busy`` before the
     fix), two threads read. Whichever frame the stale one reads (its run's ``done``, or the
     answer to the reset after it), the sandbox is killed at once: the run or the reset fails now,
     never after waiting out a timeout for a frame that was dropped."""
     from codeact import SandboxError
-    from codeact.sandbox.driver import KernelDriver
 
-    real_busy = KernelDriver._busy
+    real_busy = _leader.busy
 
     def stale_busy(run: Any, me: int, timer: Any) -> bool:
         run.busy = timer  # the marker before the fix: set even when this thread no longer leads
         return real_busy(run, me, timer)
 
-    monkeypatch.setattr(KernelDriver, "_busy", staticmethod(stale_busy))
+    monkeypatch.setattr(_leader, "busy", stale_busy)
     config = SandboxConfig(backend="local", policy="none", timeout_s=20)
     with Runtime([price], config) as rt, rt.session() as session:
         result = session.run("import time\np = price(sku='abc')\ntime.sleep(0.3)\np")

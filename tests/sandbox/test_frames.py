@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from codeact.kernel.frames import FRAMES, FROM_HOST, FROM_KERNEL, problem
-from codeact.sandbox.driver import DoneFrame, _call_problem
+from codeact.sandbox._outcome import call_problem
+from codeact.sandbox.driver import DoneFrame
 
 INSIDE = Path(__file__).resolve().parents[2] / "codeact" / "kernel"
 DRIVER = INSIDE.parent / "sandbox" / "driver.py"
@@ -107,7 +108,7 @@ def test_the_good_frames_pass() -> None:
     assert set(GOOD) == set(FROM_KERNEL)
     for frame in GOOD.values():
         assert problem(frame) is None, frame
-    assert _call_problem(GOOD["call"]) is None
+    assert call_problem(GOOD["call"]) is None
     done = DoneFrame.of(GOOD["done"])
     assert done.error is not None and done.error.lineno == 3 and done.final == {"value": [1, 2]}
     assert DoneFrame.of({"type": "done", "id": "r", "termination": "completed"}).stdout == ""
@@ -120,7 +121,7 @@ def test_malformed_frames_are_refused(kind: str) -> None:
         issue = problem(frame)
         assert issue is not None and named in issue, (kind, change, issue)
         if kind == "call":
-            assert _call_problem(frame) is not None
+            assert call_problem(frame) is not None
     for required in (name for name, field in FROM_KERNEL[kind].items() if field.required):
         frame = {k: v for k, v in GOOD[kind].items() if k != required}
         issue = problem(frame, FROM_KERNEL[kind])
