@@ -9,8 +9,10 @@ host (bound → lookup → validate → permit → admit → execute → record 
 Floor 3 of the layers (docs/architecture.md): imports ``sandbox``, ``tool_stubs`` and below, never a higher floor.
 """
 
+from ._state import Lifecycle
+from .limits import CallLimits
 from .session import Runtime, Session
 from .snapshot import Snapshot
 from .toolset import Tool, ToolPolicy, Toolset, tool
 
-__all__ = ["Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset", "tool"]
+__all__ = ["CallLimits", "Lifecycle", "Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset", "tool"]
