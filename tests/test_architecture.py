@@ -51,7 +51,8 @@ IN_SANDBOX = tuple(sorted(f"kernel/{p.name}" for p in (PACKAGE / "kernel").glob(
 #: What the in-sandbox files may import besides the standard library (RestrictedPython is the
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
 IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "frames", "client", "kernel", "_restricted", "_restricted_ast",
-                    "_restricted_modules", "lazy_stubs", "egress_forwarder", "running", "rich_output"}
+                    "_restricted_modules", "lazy_stubs", "egress_forwarder", "running", "rich_output",
+                    "flow", "_flow_rewrite"}
 
 
 def _modules() -> dict[str, Path]:

@@ -87,18 +87,25 @@ class ToolClient:
         #: Called once an async call's frame is sent (someone must read the channel for it).
         self._on_async = on_async
         self._async: set[int] = set()  # seqs of async calls waiting
+        #: The kernel's ``flow.Flow`` while a run tracks labels (None: no labels, nothing computed).
+        self.flow: Any = None
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool; block this thread until the host answers."""
         seq = next(self._seq)
         slot = _Slot(event=self._events)
         self._pending[seq] = slot
+        flow = self.flow
         try:
-            self._send_call(seq, name, arguments)
+            if flow is None:
+                self._send_call(seq, name, arguments)
+            else:
+                sent, labels = flow.call_labels(arguments)
+                self._send_call(seq, name, sent, labels)
             self._wait(slot)
         finally:
             self._pending.pop(seq, None)
-        return _unpack(slot.reply)
+        return _unpack(slot.reply) if flow is None else _unpack_labeled(flow, slot.reply, arguments)
 
     def refuse_calls(self, why: str) -> None:
         """From now on every call raises ToolError(``why``) before anything is sent."""
@@ -107,11 +114,14 @@ class ToolClient:
 
         self._send = refuse
 
-    def _send_call(self, seq: int, name: str, arguments: dict[str, Any]) -> None:
+    def _send_call(self, seq: int, name: str, arguments: dict[str, Any], labels: dict[str, Any] | None = None) -> None:
         # The frame is encoded before anything is written, so unserializable arguments fail here,
         # in the caller's thread, with nothing sent (and JSON is produced once, not twice).
         try:
-            self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+            if labels is None:
+                self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
+            else:  # after the arguments: the host reads the frame's head up to them (protocol._CALL_HEAD)
+                self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments, "labels": labels})
         except (TypeError, ValueError) as exc:
             raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
 
@@ -123,15 +133,20 @@ class ToolClient:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[seq] = _Slot(future)
         self._async.add(seq)
+        flow = self.flow
         try:
-            self._send_call(seq, name, arguments)
+            if flow is None:
+                self._send_call(seq, name, arguments)
+            else:
+                sent, labels = flow.call_labels(arguments)
+                self._send_call(seq, name, sent, labels)
             if self._on_async is not None:
                 self._on_async()
             reply = await future
         finally:
             self._async.discard(seq)
             self._pending.pop(seq, None)
-        return _unpack(reply)
+        return _unpack(reply) if flow is None else _unpack_labeled(flow, reply, arguments)
 
     def has_async_waiting(self) -> bool:
         """Whether an async call waits for its result (nobody reads for it but the reader thread)."""
@@ -174,6 +189,20 @@ def _unpack(reply: dict[str, Any] | None) -> Any:
         retry_after=float(retry_after) if isinstance(retry_after, (int, float)) else None,
         data=error.get("data"),
     )
+
+
+def _unpack_labeled(flow: Any, reply: dict[str, Any] | None, arguments: Any) -> Any:
+    """``_unpack`` under label tracking: the result (or the ToolError) carries the result frame's
+    ``labels`` and those of the arguments."""
+    reply = reply or {}
+    value, labels = flow.result_labels(reply.get("value") if reply.get("ok") else None, reply.get("labels"), arguments)
+    if reply.get("ok"):
+        return value
+    try:
+        return _unpack(reply)
+    except ToolError as exc:
+        flow.label_error(exc, labels)
+        raise
 
 
 def async_stubs(namespace: Mapping[str, Any], module: str = "codeact_tools",

@@ -27,6 +27,8 @@ KERNEL_FILES: tuple[str, ...] = (
     "kernel/rich_output.py",
     "kernel/egress_forwarder.py",
     "kernel/running.py",
+    "kernel/flow.py",
+    "kernel/_flow_rewrite.py",
 )
 
 

@@ -70,7 +70,8 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
     "bound": _frame(Field("error", "str", required=False, nullable=True)),
     # A tool call from the code; ``seq`` matches the host's ``result``.
     "call": _frame(Field("seq", "int", minimum=1), Field("name", "str", max_len=512),
-                   Field("arguments", "any", required=False)),
+                   Field("arguments", "any", required=False),
+                   Field("labels", "dict", required=False)),
     # Output of a streaming run since the last frame, in the order written.
     "output": _frame(Field("id", "str"), Field("chunks", "chunks", max_len=MAX_CHUNKS)),
     # The run ended: how, what it printed and returned.
@@ -86,7 +87,8 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
                    # The names the cell bound (None: too many to say), for the host's check.
                    Field("names", "any", required=False, nullable=True),
                    # Rich outputs (``display``, open figures): ``{mime: data}`` bundles, checked by the host.
-                   Field("outputs", "any", required=False)),
+                   Field("outputs", "any", required=False),
+                   Field("labels", "dict", required=False)),
 }
 
 #: Host → kernel.
@@ -96,9 +98,11 @@ FROM_HOST: dict[str, dict[str, Field]] = {
                   Field("output_limit", "int"), Field("stream", "bool", required=False),
                   # The caps of the rich outputs (``SandboxConfig.display_*``); the host checks again.
                   Field("display_cap", "int", required=False), Field("display_limit", "int", required=False),
-                  Field("display_count", "int", required=False)),
+                  Field("display_count", "int", required=False),
+                  Field("flow", "dict", required=False)),
     "result": _frame(Field("seq", "int"), Field("ok", "bool"), Field("value", "any", required=False),
-                     Field("error", "dict", required=False)),
+                     Field("error", "dict", required=False),
+                     Field("labels", "any", required=False)),
     # Back to the namespace as setup left it (a batch's next item); answered by ``ready``.
     "reset": _frame(),
     # Set names to JSON values (a batch's ``item``): nothing is evaluated; answered by ``bound``.

@@ -112,6 +112,8 @@ class _Output:
         self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in write_fds}
         #: (stream, text) kept but not yet streamed to the host; None unless the run asked for events.
         self.live: list[tuple[str, str]] | None = None
+        #: The run's label tracking (``flow.Flow``), told of output that no tracked print wrote.
+        self.flow: Any = None
         self.reset(1 << 20, 128 << 20)
 
     def reset(self, cap: int, hard_limit: int) -> None:
@@ -141,6 +143,8 @@ class _Output:
             return True
         if data:
             self.add(name, self.decoders[name].decode(data))
+            if self.flow is not None:
+                self.flow.untracked.add(name)
         return bool(data)
 
 
@@ -157,6 +161,9 @@ class _Writer:
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        flow = self._output.flow
+        if flow is not None and not flow.printing:
+            flow.untracked.add(self._name)
         if not self._output.add(self._name, text):
             raise _OutputLimit("output limit exceeded")
         return len(text)
@@ -349,6 +356,10 @@ class Kernel:
         #: The namespace as setup left it (taken at the first frame after setup): what ``reset`` restores.
         self.baseline: dict[str, Any] | None = None
         self._compile: lazy_stubs.Compile = self._compile_plain
+        #: Label tracking (``flow.Flow``), made at the first run with ``flow``; None before.
+        self.flow: Any = None
+        self._flow_key = 0
+        self.stub_scope: dict[str, Any] | None = None
         self.tool_names: list[str] = []  # for the hint of a NameError
         #: The names the host was told of (in ``done``'s ``names``) or knows from the start.
         self.reported: set[Any] = set(self.namespace)
@@ -362,9 +373,12 @@ class Kernel:
     def _install_helpers(self) -> None:
         def final_answer(answer: Any) -> None:
             """End this code action and give ``answer`` as the final answer."""
+            if self.flow is not None and self.output.flow is not None:
+                answer = self.flow.pcv(answer)
             self.final[:] = [answer]
             raise _FinalAnswer
 
+        self.baseline_helpers = {"final_answer": final_answer}
         self.namespace.update(
             __codeact_call__=self.client.call,
             ToolError=client.ToolError,
@@ -503,9 +517,13 @@ class Kernel:
             # A cell that certainly does not end with an expression compiles straight from its
             # source when nothing needs the tree (no policy, no lazy stubs): parsing to Python
             # AST objects and compiling those is a visible share of a warm run.
-            exec_code = _statements_only(source, filename) if self._compile == self._compile_plain else None
+            tracked = self.output.flow is not None
+            exec_code = _statements_only(source, filename) if self._compile == self._compile_plain and not tracked \
+                else None
             eval_code = None
-            if exec_code is None:
+            if tracked:
+                exec_code, eval_code = self._compile_flow(ast.parse(source, filename), filename)
+            elif exec_code is None:
                 exec_code, eval_code = self._compile(ast.parse(source, filename), filename)
             if exec_code is not None:
                 self._evaluate(exec_code)
@@ -513,6 +531,43 @@ class Kernel:
             return value, None
         except BaseException as exc:
             return None, exc
+
+    def _compile_flow(
+        self, tree: ast.Module, filename: str
+    ) -> tuple[types.CodeType | None, types.CodeType | None]:
+        """The cell instrumented for label tracking (``_flow_rewrite``), then compiled as usual."""
+        try:
+            from ._flow_rewrite import instrument
+        except ImportError:
+            from _flow_rewrite import instrument  # type: ignore[no-redef]
+        if self.policy == "restricted":  # its names (``__flow__``) are what RestrictedPython refuses
+            raise RuntimeError("data-flow tracking is not available under the restricted policy; nothing ran")
+        codes = self._compile(instrument(tree, self._flow_key), filename)
+        for code in codes:
+            if code is not None:
+                self.flow.register(code)
+        return codes
+
+    def _start_flow(self, request: dict[str, Any]) -> None:
+        """A run with ``flow``: tracking on for it (the state persists across the session's runs)."""
+        spec = request.get("flow")
+        if spec is None:
+            self.output.flow = self.client.flow = None
+            return
+        if self.flow is None:
+            try:
+                from . import flow as flow_module
+            except ImportError:
+                import flow as flow_module  # type: ignore[no-redef]
+            self.flow = flow_module.Flow(self.reading.main)
+            self.flow.stub_scope = self.stub_scope
+            self.flow.transparent.update((self.client.call, self.baseline_helpers["final_answer"]))
+            self.flow.sinks = {self.rich.display: "outputs"}
+            self.reported.update(("__flow__", "__flowc__", "__flowf__"))
+        context = spec.get("context") if isinstance(spec, dict) else None
+        self._flow_key = self.flow.begin(context if isinstance(context, list) else [])
+        self.namespace["__flow__"] = self.flow
+        self.output.flow = self.client.flow = self.flow
 
     def _describe(self, exc: BaseException, filename: str) -> dict[str, Any]:
         name = type(exc).__name__[:200]
@@ -548,6 +603,7 @@ class Kernel:
             with self.live_lock:
                 self.output.live, self.live_id = [], str(request.get("id"))
         self.final.clear()
+        self._start_flow(request)
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.writers
         self.lanes = []
@@ -601,7 +657,21 @@ class Kernel:
         done["facts"] = self.left_running.facts()
         if lanes is not None and len(lanes) <= min(_MAX_LANES, self.max_frame // 8):  # leaves room in the frame
             done["facts"]["lanes"] = "".join(lanes)
+        if self.output.flow is not None:
+            shown = {"stdout": bool(done["stdout"]), "stderr": bool(done["stderr"]), "outputs": bool(outputs)}
+            done["labels"] = self.flow.done_labels(shown, value, exc, self.final)
+            if "value" in done:
+                done["value"] = _encode_value(self.flow_plain(value))
+            if done.get("final") is not None:
+                done["final"] = {"value": _encode_value(self.flow_plain(self.final[0] if self.final else None))}
         return done
+
+    def flow_plain(self, value: Any) -> Any:
+        try:
+            from . import flow as flow_module
+        except ImportError:
+            import flow as flow_module  # type: ignore[no-redef]
+        return flow_module.plain(value)
 
     def _new_names(self) -> list[str] | None:
         """The names bound in the namespace since the last ``done`` (the host's check lets later
@@ -623,6 +693,7 @@ class Kernel:
         stubs, later = lazy_stubs.split(str(message.get("stubs", "")))
         scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
         scope["__codeact_call__"] = self.client.call
+        self.stub_scope = scope
         exec(compile(stubs, "<codeact-tools>", "exec"), scope)
         eager = {key: obj for key, obj in scope.items()
                  if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools"}
