@@ -13,7 +13,6 @@ its end. Docstrings, annotations, ``super()`` and ``match`` patterns are left as
 from __future__ import annotations
 
 import ast
-import operator
 from typing import Any
 
 __all__ = ["HIDDEN", "instrument"]
@@ -113,7 +112,8 @@ class _Rewrite(ast.NodeTransformer):
         return self._marked(ast.BoolOp(node.op, values))
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
-        return self._marked(ast.IfExp(_h("note", self.visit(node.test)), self.visit(node.body), self.visit(node.orelse)))
+        test = _h("note", self.visit(node.test))
+        return self._marked(ast.IfExp(test, self.visit(node.body), self.visit(node.orelse)))
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         if not isinstance(node.ctx, ast.Load):
@@ -140,7 +140,8 @@ class _Rewrite(ast.NodeTransformer):
                 else self.visit(a) for a in node.args]
         keywords = [ast.keyword(k.arg, self.visit(k.value) if k.arg is not None else _h("dspread", self.visit(k.value)))
                     for k in node.keywords]
-        return ast.Call(ast.Attribute(ast.Name(F, ast.Load()), "call", ast.Load()), [self.visit(node.func), *args], keywords)
+        call = ast.Attribute(ast.Name(F, ast.Load()), "call", ast.Load())
+        return ast.Call(call, [self.visit(node.func), *args], keywords)
 
     def _display(self, node: ast.expr) -> ast.expr:
         self.generic_visit(node)

@@ -204,8 +204,10 @@ def plain(v: Any) -> Any:
         return t.__mro__[1](v)
     if isinstance(v, dict):
         return {plain(k): plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [plain(x) for x in v] if isinstance(v, list) or t is LTuple else type(v)(plain(x) for x in v)
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(plain(x) for x in v) if t in (tuple, LTuple) else v  # a named tuple stays as it is
     if isinstance(v, (set, frozenset)):
         return {plain(x) for x in v}
     return v
@@ -663,7 +665,7 @@ class Flow:
         if not pure and isinstance(f, _BUILTIN_TYPES) and self_obj is not None:
             pure = isinstance(self_obj, _PURE_SELF)
             container = not pure and isinstance(self_obj, _CONTAINER_SELF)
-        structural = container and getattr(f, "__name__", "") in _READERS or (_hashable(f) and f in _STRUCTURAL)
+        structural = (container and getattr(f, "__name__", "") in _READERS) or (_hashable(f) and f in _STRUCTURAL)
         if structural:
             labels = own(f) | own(self_obj)
             for x in (*args, *kwargs.values()):
@@ -680,7 +682,7 @@ class Flow:
         kwargs = {k: (x.v if type(x) is LBox else x) for k, x in kwargs.items()}
         if f is json.dumps and args:
             args = (plain(args[0]), *args[1:])
-        if not labels:
+        if not labels and not _may_call_back(args, kwargs):
             if container and self.t.pc and not structural:
                 add(self_obj, self.pc())
             return f(*args, **kwargs)
@@ -693,12 +695,21 @@ class Flow:
             raise
         finally:
             self._pop(entry)
+        labels = labels | frozenset(acc)
         if container and not structural:
             add(self_obj, labels | self.pc())
-        labels = labels | frozenset(acc)
         if f in _FRESH_JSON:
             return box_json(result, labels)
         return add(result, labels)
+
+
+def _may_call_back(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an opaque call may run instrumented code whose results it uses (a generator, a
+    callback, an object with methods): then what that code returns is gathered into the result."""
+    for x in (*args, *kwargs.values()):
+        if type(x) not in _PLAIN_SCALARS and type(x) not in _BOXES:
+            return True
+    return False
 
 
 def _hashable(f: Any) -> bool:
@@ -716,7 +727,9 @@ class _Cond:
 
     def __init__(self, flow: Flow, test: Any, sticky: bool, labels: frozenset[str] | None = None) -> None:
         self.flow, self.sticky = flow, sticky
-        self.labels = (deep(test, flow.all) if type(test) not in _PLAIN_SCALARS else EMPTY) if labels is None else labels
+        if labels is None:
+            labels = deep(test, flow.all) if type(test) not in _PLAIN_SCALARS else EMPTY
+        self.labels = labels
         self.value = test.v if type(test) is LBox else test
         self.entry: list[Any] | None = None
 
@@ -803,7 +816,7 @@ def _run_text(flow: Flow, frame: Any, f: Any, args: tuple[Any, ...], kwargs: dic
 
 _SPECIAL: dict[Any, Callable[[Flow, Any, Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     builtins.print: _print, builtins.exec: _run_text, builtins.eval: _run_text, builtins.compile: _run_text,
-    **{fn: _frame_func for fn in _FRAME_FUNCS},
+    **dict.fromkeys(_FRAME_FUNCS, _frame_func),
 }
 
 
