@@ -74,10 +74,38 @@ def _walk_local(node: ast.AST, loop: bool) -> list[ast.AST]:
     return found
 
 
+def _assigned(body: list[ast.stmt], target: ast.expr | None) -> list[str]:
+    """The plain names the statements (and a loop's target) may bind, nested scopes left out."""
+    found: set[str] = set()
+    todo: list[ast.AST] = [*body] + ([target] if target is not None else [])
+    while todo:
+        item = todo.pop()
+        if isinstance(item, ast.Name) and isinstance(item.ctx, ast.Store):
+            found.add(item.id)
+        for child in ast.iter_child_nodes(item):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                                      ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                todo.append(child)
+    return sorted(found - {"__flowc__", "__flowf__"})
+
+
+def _relabel(names: list[str]) -> list[ast.stmt]:
+    """After a branch or loop, still under its pc: every name it may have bound carries the pc,
+    whether or not that path ran (``x = 0; if secret: x = 1`` labels ``x`` either way)."""
+    out: list[ast.stmt] = []
+    for name in names:
+        again = ast.Assign([ast.Name(name, ast.Store())], _h("pcv", ast.Name(name, ast.Load())))
+        out.append(ast.Try([again], [ast.ExceptHandler(ast.Name("NameError", ast.Load()), None, [ast.Pass()])], [], []))
+    return out
+
+
 class _Rewrite(ast.NodeTransformer):
     def __init__(self, key: int) -> None:
         self.key = key
-        self.k = ast.Constant(key)
+        self.in_class = False  # directly in a class body: a name read there may be a global's
+
+    def _relabel(self, names: list[str]) -> list[ast.stmt]:
+        return [] if self.in_class else _relabel(names)
 
     # -- expressions -------------------------------------------------------------------------------
     def visit_Constant(self, node: ast.Constant) -> ast.expr:
@@ -221,9 +249,11 @@ class _Rewrite(ast.NodeTransformer):
         node.args = self._args(node.args)
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         doc, body = self._docstring(node.body)
+        outer, self.in_class = self.in_class, False
         enter = ast.Assign([ast.Name("__flowf__", ast.Store())], _h("enter"))
         leave = ast.Expr(_h("leave", ast.Name("__flowf__", ast.Load())))
         node.body = [*doc, enter, ast.Try(self._body(body) or [ast.Pass()], [], [], [leave])]
+        self.in_class = outer
         return node  # type: ignore[no-any-return]
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -234,7 +264,11 @@ class _Rewrite(ast.NodeTransformer):
         node.decorator_list = [ast.Attribute(ast.Name(F, ast.Load()), "klass", ast.Load()),
                                *[self.visit(d) for d in node.decorator_list]]
         doc, body = self._docstring(node.body)
-        node.body = [*doc, *self._body(body)] or [ast.Pass()]
+        outer, self.in_class = self.in_class, True
+        try:
+            node.body = [*doc, *self._body(body)] or [ast.Pass()]
+        finally:
+            self.in_class = outer
         return node
 
     def visit_Return(self, node: ast.Return) -> ast.stmt:
@@ -275,25 +309,30 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit_For(self, node: Any) -> ast.stmt:
         sticky = _abrupt(node.body, loop=True)
-        node.iter = _h("loop", self.visit(node.iter), ast.Constant(_shape(node.target)), ast.Constant(sticky))
+        names = _assigned([*node.body, *node.orelse], node.target)
+        head = _h("cond", self.visit(node.iter), ast.Constant(sticky), ast.Constant(True))
+        node.iter = _h("loop", ast.Name("__flowc__", ast.Load()), ast.Constant(_shape(node.target)),
+                       ast.Constant(False))
         node.target = self.visit(node.target)
         node.body = self._body(node.body)
         node.orelse = self._body(node.orelse)
-        return node  # type: ignore[no-any-return]
+        return ast.With([ast.withitem(head, ast.Name("__flowc__", ast.Store()))], [node, *self._relabel(names)])
 
     visit_AsyncFor = visit_For
 
-    def visit_While(self, node: ast.While) -> ast.stmt:
+    def visit_While(self, node: ast.While) -> Any:
+        names = _assigned([*node.body, *node.orelse], None)
         node.test = _h("wtest", self.visit(node.test))
         node.body = self._body(node.body)
         node.orelse = self._body(node.orelse)
-        return node
+        return [node, *self._relabel(names)]  # the test's labels stay in the pc: the names carry them
 
     def visit_If(self, node: ast.If) -> ast.stmt:
         sticky = _abrupt(node.body, loop=False) or _abrupt(node.orelse, loop=False)
+        names = _assigned([*node.body, *node.orelse], None)
         test = _h("cond", self.visit(node.test), ast.Constant(sticky))
         inner = ast.If(ast.Name("__flowc__", ast.Load()), self._body(node.body), self._body(node.orelse))
-        return ast.With([ast.withitem(test, ast.Name("__flowc__", ast.Store()))], [inner])
+        return ast.With([ast.withitem(test, ast.Name("__flowc__", ast.Store()))], [inner, *self._relabel(names)])
 
     def visit_Assert(self, node: ast.Assert) -> Any:
         raise_ = ast.Raise(ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], []), None)

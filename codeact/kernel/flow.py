@@ -604,8 +604,9 @@ class Flow:
             if not sticky:
                 self._pop(entry)
 
-    def cond(self, test: Any, sticky: bool) -> _Cond:
-        return _Cond(self, test, sticky)
+    def cond(self, test: Any, sticky: bool, shallow: bool = False) -> _Cond:
+        """A branch's test (``shallow``: a loop's iterable, whose own labels count)."""
+        return _Cond(self, test, sticky, own(test) if shallow else None)
 
     def wtest(self, test: Any) -> bool:
         """A ``while`` test: its labels stay in the pc until the function (or cell) ends."""

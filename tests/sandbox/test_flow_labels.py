@@ -97,6 +97,9 @@ LAUNDERING = {
     "class_attribute": "class Holder:\n    pass\nHolder.text = m['body']\nx = Holder.text",
     "file": "with open('f.txt', 'w') as f:\n    f.write(m['body'])\nx = open('f.txt').read()",
     "branch": "x = 'safe'\nif m['sender'] == 'boss@corp':\n    x = 'chosen by the mail'",
+    "branch_not_taken": "x = 'no'\nif m['sender'] == 'nobody':\n    x = 'yes'",
+    "empty_loop": "x = 'none'\nfor e in read_inbox()[:0]:\n    x = 'some'",
+    "while_flag": "x = 'idle'\ni = 0\nwhile m['amount'] > i * 100:\n    i += 1\nx = x + str(i)",
     "loop_count": "n = 0\nfor e in read_inbox():\n    n += 1\nx = str(n)",
     "exception": "try:\n    raise ValueError(m['body'])\nexcept ValueError as exc:\n    x = str(exc)",
     "exception_from_c": "try:\n    int(m['body'])\nexcept ValueError as exc:\n    x = exc.args[0]",
@@ -184,3 +187,15 @@ def test_replay_rebuilds_the_same_labels() -> None:
     assert seen[0] == seen[1]
     assert seen[0][1] == {"args": {"to": ["ctx"], "body": ["ctx", U]}, "pc": ["ctx", U]}
     assert seen[0][2]["args"]["body"] == ["ctx", U]
+
+
+def test_flow_under_the_restricted_policy_is_refused_and_nothing_runs() -> None:
+    driver = open_kernel(SandboxConfig(backend="local", policy="restricted"), render_stubs(SPECS))
+    try:
+        host = Host(driver)
+        done = host.run("send_email(to='a', body='b')", context=[])
+        assert done["termination"] == "error" and "restricted policy" in done["error"]["message"]
+        assert host.calls == []
+        assert host.run("x = [1, 2]\nsum(x)", context=None)["value"] == 3  # without flow: as before
+    finally:
+        driver.sandbox.close()
