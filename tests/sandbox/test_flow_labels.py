@@ -199,3 +199,11 @@ def test_flow_under_the_restricted_policy_is_refused_and_nothing_runs() -> None:
         assert host.run("x = [1, 2]\nsum(x)", context=None)["value"] == 3  # without flow: as before
     finally:
         driver.sandbox.close()
+
+
+def test_calls_from_threads_and_coroutines_keep_their_arguments_labels(host: Host) -> None:
+    host.run("m = read_inbox()[0]\nparallel(lambda b: send_email(to='boss@corp', body=b), [m['body']])")
+    assert host.calls[-1]["labels"]["args"] == {"to": [], "body": [U]}
+    assert U in host.calls[-1]["labels"]["pc"]  # the thread runs under what parallel() was handed
+    host.run("await aio.send_email(to='boss@corp', body=m['subject'])")
+    assert host.calls[-1]["labels"]["args"] == {"to": [], "body": [U]}
