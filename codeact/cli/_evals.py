@@ -33,8 +33,8 @@ Backend = Annotated[str, typer.Option(help="docker or local (local is not a secu
 Timeout = Annotated[float, typer.Option(help="seconds per code run")]
 Memory = Annotated[int, typer.Option(help="memory limit in MB per sandbox")]
 Policy = Annotated[str, typer.Option(help="auto, none or restricted (local backend)")]
-EngineOpt = Annotated[str, typer.Option(help="local (threads) or ray (Ray actors)")]
-Workers = Annotated[int, typer.Option(help="Ray actors (--engine ray)")]
+EngineOpt = Annotated[str, typer.Option(help="local (sandboxes here) or ray (sessions on a Ray cluster's nodes)")]
+Workers = Annotated[int, typer.Option(min=1, help="--engine ray: runs at once are --workers × --concurrency")]
 RayAddress = Annotated[str | None, typer.Option(help="join this Ray cluster; default: a local one on 127.0.0.1")]
 
 
@@ -47,7 +47,7 @@ def eval_command(
     base_url: Annotated[str | None, typer.Option(help="provider base URL (else the SDK env vars)")] = None,
     modes: Annotated[str, typer.Option(help="comma-separated: code, json")] = "code,json",
     repeats: Annotated[int, typer.Option(min=1)] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="episodes at once (per Ray worker with --engine ray)")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="episodes at once (× --workers with --engine ray)")] = 4,
     tasks: Annotated[str | None, typer.Option(help="comma-separated task ids or tags")] = None,
     limit: Annotated[int | None, typer.Option(help="run at most this many new episodes")] = None,
     engine: EngineOpt = "local",
@@ -191,7 +191,7 @@ def batch_command(
     inputs: Annotated[Path, typer.Argument(help="JSONL: one JSON value per line")],
     tools: Annotated[list[Path] | None, typer.Option("--tools", help="Python file with @tool functions")] = None,
     tool_spec: Annotated[list[Path] | None, typer.Option("--tool-spec", help="JSON list of tool definitions")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="items at once (per Ray worker with --engine ray)")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="items at once (× --workers with --engine ray)")] = 4,
     out: Annotated[Path | None, typer.Option(help="results JSONL (default: stdout); written as items finish, "
                                                    "resumed when it exists")] = None,
     resume: Annotated[bool, typer.Option(help="skip the inputs whose results --out already holds")] = True,
@@ -298,31 +298,24 @@ def _run_batch(engine: str, make_tools: Callable[[], Any], config: SandboxConfig
     from ..runtime.session import Runtime
 
     todo = [i for i in range(len(items)) if i not in sink.lines]
-    if engine == "ray":
-        from ..evals.ray_engine import map_code_ray
-        from ..progress import Bar
+    cluster = None
+    if engine == "ray":  # the same batch, its sessions on the cluster's nodes (codeact.cluster)
+        from ..cluster import RayCluster
 
-        with Bar(len(todo), "batch", enabled=progress) as bar, interrupts(raise_first=True) as stop:
-            def done(chunk: list[ExecutionResult]) -> None:
-                for r in chunk:
-                    bar.advance(failed=not r.ok and r.termination != "interrupted")
-
-            try:
-                results = map_code_ray(make_tools, config, code, [items[i] for i in todo], workers=workers,
-                                       threads=concurrency, address=ray_address, on_done=done)
-            except KeyboardInterrupt:
-                return True
-        for i, r in zip(todo, results, strict=True):
-            sink.add(i, r)
-        return stop.requested
-    runtime = Runtime(make_tools(), config)
+        cluster = RayCluster(ray_address, tools=make_tools, num_cpus=max(2, workers))
+        concurrency *= max(1, workers)
 
     def keep(position: int, result: ExecutionResult) -> None:
         sink.add(todo[position], result)  # an item interrupted mid-run is kept, and run again on resume
 
-    with interrupts(runtime.interrupt) as stop, runtime:
-        map_code(runtime, code, [items[i] for i in todo], concurrency=concurrency, progress=progress,
-                 isolation=isolation, on_result=keep, stop=stop.event)  # type: ignore[arg-type]
+    try:
+        runtime = Runtime(make_tools(), config, cluster=cluster)
+        with interrupts(runtime.interrupt) as stop, runtime:
+            map_code(runtime, code, [items[i] for i in todo], concurrency=concurrency, progress=progress,
+                     isolation=isolation, on_result=keep, stop=stop.event)  # type: ignore[arg-type]
+    finally:
+        if cluster is not None:
+            cluster.shutdown()  # stops Ray if it started it
     return stop.requested
 
 

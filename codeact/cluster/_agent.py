@@ -9,7 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .. import tracing
@@ -68,12 +68,13 @@ def _batch(events: queue.SimpleQueue[Any]) -> tuple[list[RunEvent], ExecutionRes
 class NodeAgent:
     """One node's sessions of one runtime (an actor: its methods run on the node)."""
 
-    def __init__(self, tools: list[Any] | Callable[[], Toolset], sandbox: SandboxConfig,
+    def __init__(self, tools: list[Any] | Callable[[], Toolset | Iterable[Any]], sandbox: SandboxConfig,
                  options: dict[str, Any], relay: Any | None, setup: Callable[[], None] | None = None) -> None:
         if setup is not None:  # RayCluster(node_setup=...): e.g. this node's tracer provider
             setup()
         self.swept = _sweep() if sandbox.backend == "docker" else []
-        built = tools() if callable(tools) else Toolset(tools)
+        made = tools() if callable(tools) else tools
+        built = made if isinstance(made, Toolset) else Toolset(list(made))
         if relay is not None:
             built = Toolset([forwarded(t, relay) if t.policy.where == "caller" else t for t in built])
         self.runtime = Runtime(built, sandbox, **options)

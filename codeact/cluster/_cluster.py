@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import CodeActError
@@ -49,7 +49,7 @@ class RayCluster:
     spans then continue the caller's trace)."""
 
     def __init__(self, address: str | None = None, *, placement: Placement = "spread",
-                 tools: Callable[[], Toolset] | None = None, num_cpus: int = 2,
+                 tools: Callable[[], Toolset | Iterable[Any]] | None = None, num_cpus: int = 2,
                  agent_concurrency: int = 256, call_timeout_s: float = 600.0,
                  node_resource: str | None = None, node_setup: Callable[[], None] | None = None) -> None:
         if placement not in ("spread", "pack"):
@@ -80,6 +80,15 @@ class RayCluster:
                 self._connected = True
         return ray
 
+    def with_tools(self, tools: Callable[[], Toolset | Iterable[Any]]) -> RayCluster:
+        """This cluster (its Ray, placement and options) for a runtime whose nodes build their
+        toolset with ``tools``: per-runtime tools, say each eval episode's fresh ones, whose state
+        (a lock, a counter) cannot travel by value. Ray stays this object's to stop."""
+        self.connect()
+        return RayCluster(self.address, placement=self.placement, tools=tools, num_cpus=self.num_cpus,
+                          agent_concurrency=self.agent_concurrency, call_timeout_s=self.call_timeout_s,
+                          node_resource=self.node_resource, node_setup=self.node_setup)
+
     def alive_nodes(self) -> list[dict[str, Any]]:
         """Ray's view of the alive nodes (``NodeID``, ``Resources``, ...)."""
         return [n for n in self.connect().nodes() if n.get("Alive")]
@@ -89,6 +98,11 @@ class RayCluster:
         with self._lock:
             self._deployments.append(deployment)
         return deployment
+
+    def _closed(self, deployment: Deployment) -> None:
+        with self._lock:
+            if deployment in self._deployments:
+                self._deployments.remove(deployment)
 
     def shutdown(self) -> None:
         """Close every deployment; stop Ray if this object started it."""
@@ -204,7 +218,15 @@ class Deployment:
     def session(self, snapshot: Snapshot | None = None, *, lazy: bool = True) -> ClusterSession:
         return ClusterSession(self, snapshot, lazy=lazy)
 
+    def interrupt(self) -> None:
+        """Interrupt the running code of every session of this runtime (``Runtime.interrupt``)."""
+        with self._lock:
+            sessions = list(self.sessions.values())
+        for session in sessions:
+            session.interrupt()
+
     def close(self) -> None:
+        self.cluster._closed(self)  # a long-lived cluster keeps no closed runtime
         with self._lock:
             agents, self.agents = list(self.agents.values()), {}
             self.where.clear()

@@ -44,5 +44,7 @@ def init_ray(address: str | None = None, num_cpus: int = 2) -> bool:
         if address:
             ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+            # "local": a new cluster of its own (without it Ray joins any Ray it finds running here)
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+                     **quiet)
     return True

@@ -8,7 +8,8 @@
 Suites (:mod:`.suite`, :mod:`.checks`, built-ins in :mod:`.suites`), the runner (:mod:`.runner`,
 resumable results in :mod:`.results_store`), the report (:mod:`.report`; plots need the ``plots``
 extra), batches (:mod:`codeact.runtime.batch`, with a bar), Ray scale-out
-(:mod:`.ray_engine`; the ``ray`` extra, imported only when asked for) and the progress bar they show
+(``engine="ray"``: the episodes' sessions on :mod:`codeact.cluster`; the ``ray`` extra, imported
+only when asked for) and the progress bar they show
 (:mod:`.progress`).
 
 Floor 5 of the layers (docs/architecture.md): imports ``agent`` and below, never a higher floor.

@@ -1,9 +1,9 @@
-"""One episode, run and graded: what the local engine (:mod:`.runner`) and the Ray actors
-(:mod:`.ray_engine`) both run.
+"""One episode, run and graded (by :mod:`.runner`'s threads, on either engine).
 
 Each episode gets fresh tools (the task's factory) and its own :class:`~codeact.Runtime`, closed
-after. An exception escaping the agent is a harness failure (:class:`EpisodeFailure`), not a model
-result; ``SandboxUnavailable`` is a fatal one.
+after; given a ``cluster`` (``--engine ray``), that runtime's sessions live on the cluster's nodes
+while the agent loop and the model calls stay here. An exception escaping the agent is a harness
+failure (:class:`EpisodeFailure`), not a model result; ``SandboxUnavailable`` is a fatal one.
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ class EpisodeFailure:
 
 
 class EpisodeRunner:
-    """Runs single episodes; one per worker process (shared by its threads)."""
+    """Runs single episodes; one per run (shared by the engine's threads)."""
 
     def __init__(self, config: RunConfig, *, suite: Suite | None = None,
-                 provider: ModelProvider | None = None) -> None:
+                 provider: ModelProvider | None = None, cluster: Any = None) -> None:
         self.config = config
+        #: ``codeact.cluster.RayCluster``: every episode's code actions run on its nodes.
+        self.cluster = cluster
         self.suite = suite or load_suite(config.suite_ref, config.tasks)
         self._own_provider = provider is None
         self.provider = provider or config.model.open(self.suite)
@@ -57,7 +59,9 @@ class EpisodeRunner:
         budget = Budget(**{**self.config.budget, **task.budget})
         trace = self.traces / f"{key.task_id}__{key.mode}__{key.repeat}.jsonl"
         toolset = task.make_tools()
-        runtime = Runtime(toolset, self.config.sandbox, check=self.config.check)
+        # on a cluster each node builds the episode's tools afresh from the task's factory
+        cluster = self.cluster.with_tools(task.tools) if self.cluster is not None else None
+        runtime = Runtime(toolset, self.config.sandbox, check=self.config.check, cluster=cluster)
         client = self.provider.client(key)
         try:
             common: dict[str, Any] = {"runtime": runtime, "budget": budget, "system_prompt": self.config.system_prompt,

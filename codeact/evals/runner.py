@@ -116,9 +116,11 @@ def run_suite(
 ) -> RunSummary:
     """Run (or resume) an experiment into ``out``; see the module docstring.
 
-    ``concurrency``: episodes at once (per worker with ``engine="ray"``, on ``workers`` actors).
+    ``concurrency``: episodes at once (times ``workers`` with ``engine="ray"``, whose episodes run
+    their code actions on the sessions of a Ray cluster: joined at ``ray_address``, else started on
+    loopback; the agent loops and model calls stay in this process).
     ``limit`` runs at most that many new episodes; ``provider`` overrides the model's provider
-    (local engine only; tests use it to watch the scripted server). A resume must have the run's
+    (tests use it to watch the scripted server). A resume must have the run's
     fingerprint (else ``ValueError`` with the differences); ``force_new`` moves what ``out`` holds
     to ``OUT.old-<time>`` and starts afresh. ``retry_errors``: episodes stored with a retryable
     provider error are run again (the new result replaces them). ``check``: the check before each
@@ -131,9 +133,6 @@ def run_suite(
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise ValueError(f"modes must be among {MODES}, got {list(modes)}")
-    if engine == "ray" and not suite_obj.ref:
-        raise ValueError("Ray workers load the suite themselves: give a built-in name, a path or a module "
-                         "(load_suite), not a Suite built in this process")
     out_dir = Path(out)
     set_aside = None
     if force_new and out_dir.exists():
@@ -168,14 +167,10 @@ def run_suite(
             label = f"{suite_obj.name} · {spec.name}"
             with Bar(len(keys), label, enabled=progress, completed=summary.already_done, status=str(rates),
                      failed_label="wrong") as bar:  # wrong answers and harness failures
-                outcomes: Generator[EpisodeResult | EpisodeFailure, None, None]
-                if engine == "ray":
-                    from .ray_engine import run_episodes
-
-                    outcomes = run_episodes(config, pending, workers=workers, threads=concurrency, address=ray_address)
-                else:
-                    runner = EpisodeRunner(config, suite=suite_obj, provider=provider)
-                    outcomes = _local(runner, pending, concurrency, bar)
+                cluster = _cluster(ray_address, workers) if engine == "ray" else None
+                runner = EpisodeRunner(config, suite=suite_obj, provider=provider, cluster=cluster)
+                runs_at_once = concurrency * (workers if engine == "ray" else 1)
+                outcomes = _local(runner, pending, runs_at_once, bar)
                 try:
                     _consume(outcomes, store, rates, bar, summary, config.fingerprint)
                 except KeyboardInterrupt:
@@ -186,13 +181,22 @@ def run_suite(
                         first = outcomes.throw(KeyboardInterrupt())
                         _consume(itertools.chain([first], outcomes), store, rates, bar, summary, config.fingerprint)
                 finally:
-                    outcomes.close()  # cancels what has not started (local) / stops the actors (ray)
-                    if engine != "ray":
-                        runner.close()
+                    outcomes.close()  # cancels what has not started
+                    runner.close()
+                    if cluster is not None:
+                        cluster.shutdown()  # stops Ray if this run started it
     fatal = [f for f in summary.failures if f.fatal]
     if fatal:
         raise SandboxUnavailable(fatal[0].error)
     return summary
+
+
+def _cluster(address: str | None, workers: int) -> Any:
+    """The Ray cluster ``engine="ray"`` runs the episodes' code actions on (``codeact.cluster``):
+    joined at ``address``, else started on loopback."""
+    from ..cluster import RayCluster
+
+    return RayCluster(address, num_cpus=max(2, workers))
 
 
 @contextlib.contextmanager

@@ -186,6 +186,8 @@ class Runtime:
         """Interrupt the running code of every session (from any thread); see ``Session.interrupt``."""
         for session in list(self._sessions):
             session.interrupt()
+        if self._deployment is not None:
+            self._deployment.interrupt()  # the sessions on the cluster's nodes
 
     def close(self) -> None:
         if self.closed:

@@ -1,4 +1,5 @@
-"""``--engine ray``: a local Ray cluster (2 workers, loopback only) gives the local engine's results."""
+"""``--engine ray``: on a local Ray cluster (loopback only) the episodes and batch items give the local
+engine's results, their code actions running on the cluster's sessions (``codeact.cluster``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ COMPARED = ("correct", "answer", "status", "stop_reason", "turns", "model_calls"
 def ray_cluster() -> Iterator[Any]:
     import ray
 
-    from codeact.evals.ray_engine import init_ray
+    from codeact.cluster import init_ray
 
     assert init_ray(num_cpus=2)
     try:
@@ -93,6 +94,7 @@ def _rows(out: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 def test_ray_engine_gives_the_local_results(ray_cluster: Any, tmp_path: Path) -> None:
     local, distributed = tmp_path / "local", tmp_path / "ray"
     run_suite("weather", out=local, sandbox=LOCAL, concurrency=2, progress=False)
+    before = len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"])
     summary = run_suite("weather", out=distributed, sandbox=LOCAL, engine="ray", workers=2, concurrency=2,
                         progress=False)
     assert summary.ran == 14 and not summary.failures
@@ -102,8 +104,16 @@ def test_ray_engine_gives_the_local_results(ray_cluster: Any, tmp_path: Path) ->
         assert {f: b[key][f] for f in COMPARED} == {f: a[key][f] for f in COMPARED}, key
         calls = lambda row: [(c["name"], c["arguments"], c["ok"], c["result"]) for c in row["records"]]  # noqa: E731
         assert calls(b[key]) == calls(a[key])
-    assert len({r["worker"] for r in b.values()}) == 2  # both actors took episodes
-    assert all(r["worker"].split(":")[1] != str(os.getpid()) for r in b.values())  # none ran in the driver
+    assert {r["worker"].split(":")[1] for r in b.values()} == {str(os.getpid())}  # the agent loops ran here
+    agents = [a for a in _actors() if a["ActorClassName"] == "NodeAgent"]
+    code = [k for k in b if k[1] == "code"]
+    assert len(agents) == before + len(code) == 7  # each code episode's actions ran on a node's agent
+
+
+def _actors() -> list[dict[str, Any]]:
+    from ray._private import state
+
+    return list(state.actors().values())
 
 
 @tool
@@ -120,12 +130,35 @@ def _tools() -> Toolset:
     return Toolset([square])
 
 
-def test_batch_on_ray_keeps_order_and_failures(ray_cluster: Any) -> None:
+CODE = "if item in (13, 77):\n    raise ValueError(item)\nsquare(x=item)"
+
+
+def test_batch_on_ray_keeps_order_and_failures(ray_cluster: Any, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from codeact.cli import app
+
+    (tmp_path / "tools.py").write_text("from codeact import tool\n\n@tool\ndef square(x: int) -> int:\n"
+                                       '    """x squared."""\n    return x * x\n')
+    (tmp_path / "code.py").write_text(CODE)
+    (tmp_path / "in.jsonl").write_text("".join(f"{i}\n" for i in range(100)))
+    before = len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"])
+    ran = CliRunner().invoke(app, ["batch", str(tmp_path / "code.py"), str(tmp_path / "in.jsonl"), "--tools",
+                                   str(tmp_path / "tools.py"), "--engine", "ray", "--workers", "2", "--concurrency",
+                                   "2", "--backend", "local", "--policy", "none", "--out", str(tmp_path / "out.jsonl"),
+                                   "--no-progress"])
+    assert ran.exit_code == 1, ran.output  # two items failed
+    results = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in results] == list(range(100))
+    assert [r["index"] for r in results if not r["ok"]] == [13, 77]
+    assert all(r["value"] == r["index"] ** 2 for r in results if r["ok"])
+    assert len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"]) == before + 1  # on the cluster
+
+
+def test_the_old_ray_engine_warns_and_runs_on_the_cluster(ray_cluster: Any) -> None:
     from codeact.evals.ray_engine import map_code_ray
 
-    items = list(range(100))
-    code = "if item in (13, 77):\n    raise ValueError(item)\nsquare(x=item)"
-    results = map_code_ray(functools.partial(_tools), LOCAL, code, items, workers=2, threads=2)
-    assert len(results) == 100
-    assert [i for i, r in enumerate(results) if not r.ok] == [13, 77]
+    with pytest.warns(DeprecationWarning, match="cluster"):
+        results = map_code_ray(functools.partial(_tools), LOCAL, CODE, list(range(20)), workers=2, threads=2)
+    assert [i for i, r in enumerate(results) if not r.ok] == [13]
     assert all(r.value == i * i for i, r in enumerate(results) if r.ok)
