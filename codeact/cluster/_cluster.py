@@ -66,6 +66,8 @@ class RayCluster:
         self.agent_concurrency = agent_concurrency
         #: The longest the caller waits for one answer of an agent (a run has its own timeout).
         self.call_timeout_s = call_timeout_s
+        #: Nodes that take no new session (``drain``); their sessions keep running there.
+        self.draining: set[str] = set()
         self._started = False
         self._connected = False
         self._deployments: list[Deployment] = []
@@ -85,9 +87,21 @@ class RayCluster:
         toolset with ``tools``: per-runtime tools, say each eval episode's fresh ones, whose state
         (a lock, a counter) cannot travel by value. Ray stays this object's to stop."""
         self.connect()
-        return RayCluster(self.address, placement=self.placement, tools=tools, num_cpus=self.num_cpus,
+        view = RayCluster(self.address, placement=self.placement, tools=tools, num_cpus=self.num_cpus,
                           agent_concurrency=self.agent_concurrency, call_timeout_s=self.call_timeout_s,
                           node_resource=self.node_resource, node_setup=self.node_setup)
+        view.draining = self.draining  # one set: draining a node drains it for every runtime
+        return view
+
+    def drain(self, node_id: str) -> None:
+        """Place no new session on ``node_id`` (as if it were full); its sessions keep running there
+        until closed, suspended or lost. ``undrain`` takes it back."""
+        with self._lock:
+            self.draining.add(node_id)
+
+    def undrain(self, node_id: str) -> None:
+        with self._lock:
+            self.draining.discard(node_id)
 
     def alive_nodes(self) -> list[dict[str, Any]]:
         """Ray's view of the alive nodes (``NodeID``, ``Resources``, ...)."""
@@ -166,7 +180,9 @@ class Deployment:
                 resources = info.get("Resources") or {}
                 slots = resources.get(SLOTS_RESOURCE)
                 wanted = self.cluster.node_resource
-                if node in self.dead or node in exclude or (wanted is not None and wanted not in resources):
+                if node in self.dead or node in exclude or node in self.cluster.draining:
+                    continue
+                if wanted is not None and wanted not in resources:
                     continue
                 if slots is not None and counts.get(node, 0) >= slots:
                     continue

@@ -252,6 +252,19 @@ def test_placement_packs_or_spreads_within_each_nodes_slots(nodes: Nodes, ledger
             nodes.cluster.remove_node(node)
 
 
+def test_a_draining_node_gets_no_new_session_and_keeps_its_own(nodes: Nodes, ledger: Path) -> None:
+    cluster = nodes.ray_cluster()
+    with Runtime(tools(ledger), CONFIG, cluster=cluster) as rt, rt.session() as kept:
+        assert kept.run("x = 41").ok
+        cluster.drain(kept.node_id)
+        fresh = [rt.session() for _ in range(4)]
+        assert kept.node_id not in {s.node_id for s in fresh} and len({s.node_id for s in fresh}) == WORKERS - 1
+        after = kept.run("x + 1")
+        assert after.ok and after.value == 42 and not after.restored  # still running on its node
+        cluster.undrain(kept.node_id)
+        assert rt.session().node_id == kept.node_id  # the fewest sessions again
+
+
 def test_a_cluster_session_refuses_this_machines_paths(nodes: Nodes, ledger: Path, tmp_path: Path) -> None:
     with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
         with pytest.raises(ValueError, match=r"session\.files"):
