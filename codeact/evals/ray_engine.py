@@ -49,7 +49,7 @@ def map_code_ray(tools: Callable[[], Toolset], sandbox: SandboxConfig, code: str
                  on_done: Callable[[list[ExecutionResult]], None] | None = None) -> list[ExecutionResult]:
     """Deprecated: ``Runtime(tools, sandbox, cluster=RayCluster(address)).map(code, inputs)``."""
     _warn("map_code_ray", "Runtime(tools, sandbox, cluster=codeact.cluster.RayCluster(address)).map(...)")
-    from .batch import map_code
+    from ..runtime.batch import map_code
 
     cluster = RayCluster(address, tools=tools, num_cpus=max(2, workers))
     try:
