@@ -30,12 +30,16 @@ run: image
 	@echo "--- the same run's structured result (codeact exec --json):"
 	@$(BIN)/codeact exec examples/weather_action.py --tools examples/weather_tools.py --json | $(BIN)/python -m json.tool
 
+# Two workers (pytest-xdist), a file each at a time: most tests wait on a sandbox or the engine, so
+# two share two cores well; a file's module fixtures (a warm runtime, the Ray cluster) stay in one.
+TEST_WORKERS ?= 2
+
 test: image
 	./scripts/ensure-chromium.sh
 	./scripts/ensure-bwrap.sh
 	./scripts/ensure-bfcl.sh
 	./scripts/fetch-github-openapi.sh || echo 'make test: no GitHub OpenAPI description (npm unreachable?): its search-quality test skips'
-	$(BIN)/pytest -q --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 # Every task of BFCL v4's four multi-turn categories scored against BFCL's checker (make test scores
 # every 10th).

@@ -45,7 +45,11 @@ def cleanup_stale(client: Any | None = None, *, everything: bool = False) -> Cle
     root = sessions_root()
     for path in root.iterdir():
         if path.is_dir() and not path.is_symlink() and (everything or not owner_alive(dir_owner(path))):
-            if not dir_owner(path) and time.time() - path.stat().st_mtime < 60:
+            try:
+                age = time.time() - path.lstat().st_mtime
+            except FileNotFoundError:
+                continue  # another process removed it since the listing (its owner closed, or a sweep)
+            if not dir_owner(path) and age < 60:
                 continue  # being created right now: its owner file is not written yet
             unmount_under(path)  # a dead owner's workspace is still mounted: unmount before deleting
             shutil.rmtree(path, ignore_errors=True)

@@ -384,5 +384,7 @@ def test_cli_batch_usage_errors(tmp_path: Path) -> None:
     code_file.write_text("item")
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("1\n{oops\n")
-    result = CliRunner().invoke(app, ["batch", str(code_file), str(inputs), "--backend", "local"])
+    # wide: the usage box wraps at the terminal's width, and a long tmp path would split the name
+    result = CliRunner().invoke(app, ["batch", str(code_file), str(inputs), "--backend", "local"],
+                                env={"COLUMNS": "500"})
     assert result.exit_code == 2 and "in.jsonl:2" in result.output

@@ -4,7 +4,6 @@ timeout, idempotent retries. Each is checked from sandboxed code and by the tool
 from __future__ import annotations
 
 import asyncio
-import itertools
 import textwrap
 import threading
 import time
@@ -167,8 +166,10 @@ def test_rate_limit_spaces_calls() -> None:
         result = run(rt, "parallel(lambda _: ping(), range(5))")
     assert result.value == [True] * 5
     times.sort()
-    assert times[-1] - times[0] >= 4 * 0.05 * 0.95  # at most 20 per second, even when asked all at once
-    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.05 * 0.9
+    # At most 20 per second, even when asked all at once: the k-th call starts no sooner than k
+    # intervals after the first. (Two neighbours may be closer: a call the event loop started late
+    # does not push the next one's slot back.)
+    assert [k for k, t in enumerate(times) if t - times[0] < k * 0.05 * 0.95] == []
 
 
 def test_timeout_ends_an_async_tool_and_frees_it() -> None:
