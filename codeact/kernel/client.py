@@ -97,11 +97,7 @@ class ToolClient:
         self._pending[seq] = slot
         flow = self.flow
         try:
-            if flow is None:
-                self._send_call(seq, name, arguments)
-            else:
-                sent, labels = flow.call_labels(arguments)
-                self._send_call(seq, name, sent, labels)
+            self._send_call(seq, name, arguments, flow)
             self._wait(slot)
         finally:
             self._pending.pop(seq, None)
@@ -114,14 +110,15 @@ class ToolClient:
 
         self._send = refuse
 
-    def _send_call(self, seq: int, name: str, arguments: dict[str, Any], labels: dict[str, Any] | None = None) -> None:
+    def _send_call(self, seq: int, name: str, arguments: dict[str, Any], flow: Any = None) -> None:
         # The frame is encoded before anything is written, so unserializable arguments fail here,
         # in the caller's thread, with nothing sent (and JSON is produced once, not twice).
         try:
-            if labels is None:
+            if flow is None:
                 self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments})
             else:  # after the arguments: the host reads the frame's head up to them (protocol._CALL_HEAD)
-                self._send({"type": "call", "seq": seq, "name": name, "arguments": arguments, "labels": labels})
+                sent, labels = flow.call_labels(arguments)
+                self._send({"type": "call", "seq": seq, "name": name, "arguments": sent, "labels": labels})
         except (TypeError, ValueError) as exc:
             raise TypeError(f"arguments to tool {name!r} must be JSON-serializable: {exc}") from None
 
@@ -135,11 +132,7 @@ class ToolClient:
         self._async.add(seq)
         flow = self.flow
         try:
-            if flow is None:
-                self._send_call(seq, name, arguments)
-            else:
-                sent, labels = flow.call_labels(arguments)
-                self._send_call(seq, name, sent, labels)
+            self._send_call(seq, name, arguments, flow)
             if self._on_async is not None:
                 self._on_async()
             reply = await future
