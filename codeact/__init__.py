@@ -39,11 +39,13 @@ from .results import (
     EgressRecord,
     ExecutionResult,
     FileInfo,
+    FlowDecision,
     ToolCallError,
     ToolCallRecord,
     render_observation,
 )
 from .runtime.events import CallFinished, CallStarted, EgressFinished, OutputChunk, RunDone, RunEvent
+from .runtime.flow import SECRET, UNTRUSTED, FlowCall, FlowPolicy, FlowRule
 from .runtime.session import Runtime, Session
 from .runtime.snapshot import Snapshot
 from .runtime.sources.http import HttpAuth, HttpEndpoint, HttpParam, http_tool
@@ -76,6 +78,8 @@ def __dir__() -> list[str]:
     return sorted({*__all__, *(n for n, v in globals().items() if isinstance(v, _types.ModuleType) and n[0] != "_")})
 
 __all__ = [
+    "SECRET",
+    "UNTRUSTED",
     "Budget",
     "CallFinished",
     "CallStarted",
@@ -89,6 +93,10 @@ __all__ = [
     "Episode",
     "ExecutionResult",
     "FileInfo",
+    "FlowCall",
+    "FlowDecision",
+    "FlowPolicy",
+    "FlowRule",
     "FunctionCallingAgent",
     "HttpAuth",
     "HttpEndpoint",

@@ -14,6 +14,7 @@ __all__ = [
     "EgressRecord",
     "ExecutionResult",
     "FileInfo",
+    "FlowDecision",
     "Termination",
     "ToolCallError",
     "ToolCallRecord",
@@ -40,6 +41,22 @@ class ToolCallError(BaseModel):
     data: Any = Field(None, exclude_if=lambda v: v is None)
 
 
+class FlowDecision(BaseModel):
+    """What a data-flow policy (``runtime.flow``) decided about one call: ``allow`` (no rule
+    objected), ``deny`` (refused, ``policy_denied``), ``approved``/``refused`` (a rule objected and
+    the approver was asked), ``audit`` (a rule objected; allowed and recorded). ``reason``: which
+    rule objected and why (names parameters and labels, never the data)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: Literal["allow", "deny", "approved", "refused", "audit"]
+    reason: str | None = Field(None, exclude_if=lambda v: v is None)
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
 class ToolCallRecord(BaseModel):
     """One tool call as the host saw it: recorded when it arrived and again when it ended."""
 
@@ -54,6 +71,19 @@ class ToolCallRecord(BaseModel):
     cached: bool = False
     #: False while the call is in flight; a record still pending when the run ended was cut short.
     finished: bool = False
+    #: Under a data-flow policy (``Runtime(flow=...)``; None, left out, without one): the labels of
+    #: each argument (``{name: [labels]}``, what it was computed from), of the control flow at the
+    #: call (``pc_labels``), of the result the tool returned (``result_labels``), and the decision.
+    labels: dict[str, list[str]] | None = Field(None, exclude_if=_unset)
+    pc_labels: list[str] | None = Field(None, exclude_if=_unset)
+    result_labels: list[str] | None = Field(None, exclude_if=_unset)
+    flow: FlowDecision | None = Field(None, exclude_if=_unset)
+
+    def labels_of_arguments(self) -> list[str] | None:
+        """The union of the arguments' labels (None without a flow policy or when none has any)."""
+        if not self.labels:
+            return None
+        return sorted(set().union(*self.labels.values())) or None
 
 
 class CodeError(BaseModel):
@@ -155,6 +185,10 @@ class ExecutionResult(BaseModel):
     #: ``SandboxConfig.display_cap``/``display_limit``/``display_count`` (a note says what was
     #: dropped); left out when empty.
     outputs: list[dict[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: Under a data-flow policy: the labels of each part of the observation (``stdout``, ``stderr``,
+    #: ``value``, ``error``, ``outputs``), as the kernel reported them; what the model saw of this run
+    #: joins the session's context (``Session.flow_context``). None (left out) without a policy.
+    labels: dict[str, list[str]] | None = Field(None, exclude_if=_unset)
 
     def to_json(self, **kwargs: Any) -> str:
         return self.model_dump_json(**kwargs)
@@ -208,7 +242,14 @@ def _short(value: Any, limit: int = 200) -> str:
 
 
 def _call_line(call: ToolCallRecord) -> str:
-    args = _short(call.arguments, 120)
+    # Under a flow policy, labeled arguments and results are not shown again: what the model sees
+    # joins its context, and code that keeps data in variables keeps its literals clean.
+    args = _hidden(call.labels_of_arguments()) or _short(call.arguments, 120)
+    if call.flow is not None and call.flow.decision in ("deny", "refused"):
+        return f"- {call.name}({args}) -> refused by the data-flow policy: {call.flow.reason or 'a rule objected'}"
+    shown = _hidden(call.result_labels)
+    if shown:
+        return f"- {call.name}({args}) -> {'ok' if call.ok else 'failed'}: {shown}"
     if call.ok:
         tag = " (cached)" if call.cached else ""
         return f"- {call.name}({args}) -> ok{tag}: {_short(call.result)}"
@@ -216,6 +257,11 @@ def _call_line(call: ToolCallRecord) -> str:
         retry = ", retryable" if call.error.retryable else ""
         return f"- {call.name}({args}) -> {call.error.code}{retry}: {_short(call.error.message)}"
     return f"- {call.name}({args}) -> did not finish"
+
+
+def _hidden(labels: list[str] | None) -> str:
+    """What stands in for a labeled value in the model's view ("" when it carries no label)."""
+    return f"<labeled {', '.join(labels)}: not shown; print it to see it>" if labels else ""
 
 
 def _diagnostic_lines(result: ExecutionResult, max_chars: int) -> str:

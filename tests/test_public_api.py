@@ -19,6 +19,7 @@ PUBLIC = [
     "ToolSpec", "Toolset", "__version__", "execute_python_tool", "http_tool", "render_observation",
     "render_stubs", "tool",
     "CallFinished", "CallStarted", "OutputChunk", "RunDone", "RunEvent",  # live run events
+    "FlowCall", "FlowDecision", "FlowPolicy", "FlowRule", "SECRET", "UNTRUSTED",  # data-flow policies
 ]
 
 

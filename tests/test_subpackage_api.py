@@ -23,8 +23,8 @@ PINNED = {
         "RootfsParams", "build_image", "default_base_tag", "doctor", "ensure_base", "ensure_image", "image_tag",
         "prune_images", "resolve_python",
     ],
-    "codeact.runtime": ["CallLimits", "Lifecycle", "Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset",
-                        "tool"],
+    "codeact.runtime": ["SECRET", "UNTRUSTED", "CallLimits", "FlowCall", "FlowPolicy", "FlowRule", "Lifecycle",
+                        "Runtime", "Session", "Snapshot", "Tool", "ToolPolicy", "Toolset", "tool"],
     "codeact.agent": [
         "AnthropicClient", "Budget", "CODE_SYSTEM_PROMPT", "CodeActAgent", "Episode", "FunctionCallingAgent",
         "JSON_SYSTEM_PROMPT", "Message", "ModelClient", "ModelResponse", "OpenAIClient", "ReplayModel",

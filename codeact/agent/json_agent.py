@@ -215,8 +215,10 @@ class FunctionCallingAgent(AgentBase):
             ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
         ledger.trace = tracing.run_trace(own_span=False)  # the calls' spans, under the episode's
         names = [host_name.get(c.name, c.name) for c in runnable]
-        calls = [runtime.host.acall(ledger, n, self._paged(runtime, n, self._arguments(runtime, n, c.arguments)))
-                 for n, c in zip(names, runnable, strict=True)]
+        arguments = [self._paged(runtime, n, self._arguments(runtime, n, c.arguments))
+                     for n, c in zip(names, runnable, strict=True)]
+        labels = _seen_labels(state.records, arguments) if runtime.flow is not None else [None] * len(arguments)
+        calls = [runtime.host.acall(ledger, n, a, labels=x) for n, a, x in zip(names, arguments, labels, strict=True)]
         gathered = self._calls_task = asyncio.gather(*calls)
         try:
             records: list[ToolCallRecord] = list(await asyncio.wait_for(gathered, state.wall_left()))
@@ -290,3 +292,11 @@ class FunctionCallingAgent(AgentBase):
                 f"{full[:head]}\n… [cut: the result's JSON text has {len(full)} characters and is kept: call "
                 f"{READ_RESULT}(call_id={record.id!r}, offset={head}) to read on, page by page]"))
         return ToolResult(call_id=call_id, content=_clip(text, self.max_observation_chars))
+
+
+def _seen_labels(records: Sequence[ToolCallRecord], arguments: Sequence[Any]) -> list[dict[str, Any]]:
+    """Under a data-flow policy (``runtime.flow``): every argument the model writes here was written
+    after it saw the whole conversation, so each carries the union of the labels of every tool
+    result in it so far, and so does the decision to call at all (``pc``)."""
+    seen = sorted({label for record in records for label in record.result_labels or ()})
+    return [{"args": dict.fromkeys(a, seen) if isinstance(a, dict) else {}, "pc": seen} for a in arguments]

@@ -67,7 +67,8 @@ def take_snapshot(session: SessionPort, allow_inexact: bool, max_workspace_bytes
     else:
         files = []
     return Snapshot(cells=cells, skipped=skipped, files=files, config=session.config,
-                    image=image_of(session.config), toolset_fingerprint=toolset_fingerprint(session.runtime.host.specs))
+                    image=image_of(session.config), toolset_fingerprint=toolset_fingerprint(session.runtime.host.specs),
+                    flow_context=sorted(session.flow_context) if session.runtime.flow is not None else None)
 
 
 def _skip(skipped: list[SkippedCell], cell: CellRecord) -> None:

@@ -18,6 +18,10 @@ tool after the rebuild, where its call would run for real). Anything else is a d
 Concurrent calls get their ids in arrival order, so they may be numbered differently after a
 replay. A rebuild has a time budget (:func:`rebuild_budget`); past it the replay is a divergence too.
 
+Under a data-flow policy a replayed cell's run frame carries the ``flow.context`` it had when
+recorded, and each answer the labels its recorded result carried, so the kernel rebuilds the same
+labels; the replay host judges nothing (the recorded refusals are answered as recorded).
+
 Replayed calls are kept out of every result: a replay produces no ``ExecutionResult``; the
 restored session's cell log holds the original records.
 """
@@ -31,7 +35,7 @@ from typing import Any
 
 from ..errors import ReplayInterrupted, RestoreDiverged, ToolArgumentsError, ToolError
 from ..results import ExecutionResult, ToolCallRecord
-from ._state import ReplayCell, SessionPort
+from ._state import ReplayCell, RuntimePort, SessionPort
 from .ledger import cache_key
 from .snapshot import CellRecord, output_digest
 from .toolhost import ToolHost
@@ -95,10 +99,14 @@ class ReplayResponder:
         self.cell: CellRecord | None = None
         self.divergence: RestoreDiverged | None = None
         self._ids: dict[str, str] = {}  # replayed call id -> recorded call id, for read_result
+        self._labels: dict[str, list[str]] = {}  # tool name -> the labels its recorded results carried
 
     def begin(self, cell: CellRecord) -> None:
         expected = []
+        labels: dict[str, set[str]] = {}
         for record in cell.calls:
+            if record.result_labels:
+                labels.setdefault(record.name, set()).update(record.result_labels)
             tool = self.toolset.get(record.name)
             if tool is None or (record.error is not None and record.error.code in _BEFORE_TOOL):
                 continue
@@ -109,6 +117,12 @@ class ReplayResponder:
             expected.append(_Expected(cache_key(record.name, args), record))
         with self._lock:
             self.cell, self._pending, self._answered, self.divergence = cell, expected, 0, None
+            self._labels = {name: sorted(found) for name, found in labels.items()}
+
+    def result_labels(self, name: str) -> list[str] | None:
+        """The labels the cell's recorded results of ``name`` carried (a tool's results carry its
+        declared labels, so every call of one tool carries the same)."""
+        return self._labels.get(name)
 
     def answer(self, name: str, arguments: dict[str, Any]) -> Any:
         """The recorded answer of an equal call (concurrent calls may arrive in another order)."""
@@ -262,7 +276,9 @@ def replay(session: SessionPort, run: ReplayCell, cells: list[CellRecord], budge
     state = session.sandbox_state
     responder = ReplayResponder(runtime.toolset)
     host = runtime.host  # the same limits, so refusals replay as they happened
-    state.replay_host = replay_host = ToolHost(responder.toolset_for_replay(), runtime.loop, limits=host.limits)
+    state.replay_host = replay_host = ToolHost(
+        responder.toolset_for_replay(), runtime.loop, limits=host.limits,
+        replay_labels=responder.result_labels if _flowing(runtime, cells) else None)
     for name, tool in host.builtins.items():  # search_tools / describe_tool: answered again, they only read
         replay_host.builtins.setdefault(name, tool)
     deadline = time.monotonic() + budget_s
@@ -274,12 +290,19 @@ def replay(session: SessionPort, run: ReplayCell, cells: list[CellRecord], budge
                 raise _over_budget(cell, done, cells, budget_s)
             responder.begin(cell)
             state.egress_replay = list(cell.egress)  # plain-HTTP requests answered from the record
+            state.replay_flow = cell.flow_context
             result = run(cell.code, min(own, left))
             if result.termination == "timeout" and left < own:
                 raise _over_budget(cell, done, cells, budget_s)
             responder.finish(result, state.last_facts)
     finally:
         state.replay_host = None
+        state.replay_flow = None
+
+
+def _flowing(runtime: RuntimePort, cells: list[CellRecord]) -> bool:
+    """Whether the replay labels anything: a policy is on, or a cell was recorded under one."""
+    return runtime.flow is not None or any(cell.flow_context is not None for cell in cells)
 
 
 def _over_budget(cell: CellRecord, done: int, cells: list[CellRecord], budget_s: float) -> RestoreDiverged:

@@ -24,6 +24,7 @@ from ..results import EgressRecord, ExecutionResult
 from ..sandbox import SandboxConfig
 from ..sandbox.driver import KernelDriver
 from ._loop import LoopThread
+from .flow import FlowPolicy
 from .ledger import CallStore
 from .snapshot import CellRecord, SkippedCell, SnapshotFile
 from .toolhost import ToolHost
@@ -58,7 +59,8 @@ class SessionState:
     """The mutable state of one session's sandbox (see the module docstring). Changed only with
     the session's lock held, except ``driver`` read (to interrupt or kill) from any thread."""
 
-    __slots__ = ("_open", "closed", "driver", "egress_replay", "last_facts", "replay_host", "restored", "resume")
+    __slots__ = ("_open", "closed", "driver", "egress_replay", "last_facts", "replay_flow", "replay_host", "restored",
+                 "resume")
 
     def __init__(self, open_kernel: Callable[[], KernelDriver]) -> None:
         self._open = open_kernel
@@ -69,6 +71,8 @@ class SessionState:
         self.replay_host: ToolHost | None = None
         #: While replaying: the cell's plain-HTTP egress, answered from the record.
         self.egress_replay: list[EgressRecord] = []
+        #: While replaying under a data-flow policy: the cell's recorded ``flow.context``.
+        self.replay_flow: list[str] | None = None
         #: The done frame's facts of the last cell run (checked; a replay compares them).
         self.last_facts: dict[str, Any] | None = None
         #: The next result says ``restored``.
@@ -116,6 +120,9 @@ class RuntimePort(Protocol):
     @property
     def loop(self) -> LoopThread: ...
 
+    @property
+    def flow(self) -> FlowPolicy | None: ...
+
 
 class SessionPort(Protocol):
     """What ``_lifecycle`` and ``_replay`` use of a ``Session``."""
@@ -131,6 +138,9 @@ class SessionPort(Protocol):
 
     @property
     def sandbox_state(self) -> SessionState: ...
+
+    @property
+    def flow_context(self) -> frozenset[str]: ...
 
     @property
     def cells(self) -> list[CellRecord]: ...

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, overload
 
 from codeact.errors import ToolDefinitionError, ToolError
 from codeact.tool_stubs import ToolSpec
 
-__all__ = ["PermissionRule", "Tool", "ToolPolicy", "tool"]
+from ._labelset import label_set
+
+__all__ = ["PermissionRule", "Tool", "ToolPolicy", "labeled", "tool"]
 
 #: ``"allow"``, ``"deny"``, ``"ask"`` (the host's approver decides), or ``fn(name, arguments)``
 #: returning True to allow, False or a reason string to deny (it may be async).
@@ -39,6 +41,13 @@ class ToolPolicy:
     #: On a cluster (``codeact.cluster``): ``"node"`` runs the tool on the node that runs the code,
     #: ``"caller"`` forwards its calls to the process that made the Runtime (same outside a cluster).
     where: Literal["node", "caller"] = "node"
+    #: Data-flow declarations (``runtime.flow``; they take effect under ``Runtime(flow=...)``): the
+    #: labels every result of the tool carries (e.g. ``{"untrusted"}``); the parameters that must
+    #: not carry ``untrusted`` (True: all), the control flow at the call included; and whether no
+    #: confidential label may reach the tool (it publishes what it gets).
+    labels: frozenset[str] | Iterable[str] | None = None
+    trusted: tuple[str, ...] | bool = ()
+    public_sink: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:
@@ -55,6 +64,13 @@ class ToolPolicy:
             raise ToolDefinitionError(f"max_retries must be >= 0, got {self.max_retries!r}")
         if self.where not in ("node", "caller"):
             raise ToolDefinitionError(f"where must be 'node' or 'caller', got {self.where!r}")
+        self.labels = label_set(self.labels, "labels") or None
+        if isinstance(self.trusted, str):  # trusted="to": one parameter, not its letters
+            self.trusted = (self.trusted,)
+        elif not isinstance(self.trusted, bool):
+            self.trusted = tuple(self.trusted)
+            if not all(isinstance(p, str) for p in self.trusted):
+                raise ToolDefinitionError(f"trusted must name parameters (strings) or be a bool, got {self.trusted!r}")
 
 
 @dataclass(eq=False)
@@ -151,6 +167,9 @@ def tool(
     max_retries: int | _Unset = _UNSET,
     cacheable: bool | _Unset = _UNSET,
     where: Literal["node", "caller"] | _Unset = _UNSET,
+    labels: Iterable[str] | _Unset | None = _UNSET,
+    trusted: tuple[str, ...] | bool | _Unset = _UNSET,
+    public_sink: bool | _Unset = _UNSET,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -192,3 +211,13 @@ def tool(
                     policy=final_policy, group=group)
 
     return build if fn is None else build(fn)
+
+
+def labeled(tools: Iterable[Tool], labels: Iterable[str] | str | None) -> list[Tool]:
+    """``tools`` with ``labels`` as their results' labels, where their policy declares none: a
+    source's default (``Toolset.from_openapi(..., labels={"untrusted"})``)."""
+    chosen = label_set(labels, "labels") or None
+    made = list(tools)
+    if chosen is None:
+        return made
+    return [t if t.policy.labels else replace(t, policy=replace(t.policy, labels=chosen)) for t in made]

@@ -40,7 +40,8 @@ def _new_record(call_id: str, name: str, arguments: Any) -> ToolCallRecord:
     record = object.__new__(ToolCallRecord)
     object.__setattr__(record, "__dict__", {
         "id": call_id, "name": name, "arguments": arguments, "ok": False, "result": None, "error": None,
-        "duration_ms": 0.0, "cached": False, "finished": False})
+        "duration_ms": 0.0, "cached": False, "finished": False,
+        "labels": None, "pc_labels": None, "result_labels": None, "flow": None})
     object.__setattr__(record, "__pydantic_fields_set__", {"id", "name", "arguments"})
     object.__setattr__(record, "__pydantic_extra__", None)
     object.__setattr__(record, "__pydantic_private__", None)
@@ -86,6 +87,8 @@ class CallStore:
         self.gate = SessionGate(max_running)
         #: Calls of this session recorded and not yet ended (admitted, queued or running).
         self.in_flight = 0
+        #: The data-flow labels of the large results kept (``runtime.flow``): their pages carry them.
+        self.kept_labels: dict[str, list[str]] = {}
 
     def track(self, delta: int) -> int:
         with self._lock:
@@ -148,6 +151,10 @@ class CallLedger:
         self.holds: list[tuple[ToolCallRecord, Any, bool]] = []
         #: The run's OpenTelemetry spans (``codeact.tracing``), or None when tracing is off.
         self.trace: RunTrace | None = None
+        #: Under a data-flow policy: the context the run was sent (``flow.context``, what the model
+        #: had seen), or None when the run had no ``flow``.
+        self.flow: list[str] | None = None
+        self.flow_context: frozenset[str] = frozenset()
 
     @property
     def cache(self) -> dict[str, Any]:

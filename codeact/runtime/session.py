@@ -39,6 +39,7 @@ from ._state import Lifecycle, Resume, SessionState
 from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
+from .flow import FlowPolicy
 from .ledger import CallLedger, CallStore
 from .limits import CallLimits
 from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
@@ -62,7 +63,8 @@ class Runtime:
                  max_session_record_bytes: int = 256 * 1024 * 1024, max_run_record_bytes: int = 64 * 1024 * 1024,
                  prompt_budget_chars: int = DEFAULT_PROMPT_BUDGET, suspend_idle_s: float | None = None,
                  check: CheckMode = "warn", check_types: bool = False,
-                 max_file_bytes: int = 64 * 1024 * 1024, cluster: Any = None) -> None:
+                 max_file_bytes: int = 64 * 1024 * 1024, cluster: Any = None,
+                 flow: FlowPolicy | None = None) -> None:
         #: What a node agent of ``cluster`` builds its own Runtime with (``codeact.cluster``).
         options = {k: v for k, v in locals().items() if k not in ("self", "tools", "sandbox", "cluster")}
         #: Check each code action before it runs (``tool_stubs.check``): ``warn`` runs it and puts
@@ -74,13 +76,18 @@ class Runtime:
             ty_binary()  # CheckerUnavailable now, before anything is started
         self.toolset = tools if isinstance(tools, Toolset) else Toolset(list(tools or []))
         self.config = sandbox or SandboxConfig()
+        if flow is not None and not isinstance(flow, FlowPolicy):
+            raise TypeError(f"flow must be a FlowPolicy or None, not {type(flow).__name__}")
+        #: The data-flow policy (``runtime.flow``): labels tracked in every cell, every call judged.
+        self.flow = flow
         self.loop = LoopThread()
         #: The bounds of every tool call, handed down whole (to the host, and to a replay's).
         self.limits = CallLimits(max_result_chars=max_result_chars, max_concurrency=max_concurrency,
                                  tool_timeout_s=tool_timeout_s, max_calls_per_run=max_calls_per_run,
                                  max_argument_bytes=max_argument_bytes, max_run_argument_bytes=max_run_argument_bytes,
                                  max_in_flight_per_session=max_in_flight_per_session)
-        self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask, limits=self.limits)
+        self.host = ToolHost(self.toolset, self.loop, permission=permission, ask=ask, limits=self.limits,
+                             flow=flow)
         self.views = ToolViews(self.host, prompt_budget_chars)  # registers search_tools / describe_tool
         self.stubs = self.views.sandbox_stubs  # the user's tools and the built-ins (read_result, discovery)
         self.checker = Checker(self.views.sandbox_specs, self.views.catalog.names)
@@ -162,6 +169,7 @@ class Runtime:
         session = self.session(workspace=workspace, inputs=inputs, config=config or snapshot.config)
         session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
         session.skipped = list(snapshot.skipped)
+        session._flow_context = frozenset(snapshot.flow_context or ())
         session.sandbox_state.resume = Resume(files=list(snapshot.files))
         if not lazy:
             try:
@@ -279,6 +287,20 @@ class Session:
         self._interrupted = False
         self._workspace: WorkspaceSnapshot | None = None  # the last run's snapshot of the workspace
         self._names = _check.SessionNames()  # what the namespace may hold, for the check
+        #: Under a flow policy: the labels of every observation returned since the session began or
+        #: since the last :meth:`trust` (what the model has seen); each run's literals carry them.
+        self._flow_context: frozenset[str] = frozenset()
+
+    @property
+    def flow_context(self) -> frozenset[str]:
+        """What the model has seen, as labels (``runtime.flow``): the union of the labels of every
+        observation this session returned since it began or since :meth:`trust`."""
+        return self._flow_context
+
+    def trust(self) -> None:
+        """Mark a trusted point: what the model saw so far no longer labels the code it writes
+        next (e.g. after a person reviewed the conversation). Values keep their own labels."""
+        self._flow_context = frozenset()
 
     @property
     def lifecycle(self) -> Lifecycle:
@@ -323,6 +345,7 @@ class Session:
             kept = _retained.KeptRun(ledger.kept_records(), ledger.argument_bytes,
                                      builtin_pages=READ_RESULT not in self.runtime.toolset)
             cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts))
+            cell.flow_context = ledger.flow
             self._unsettled = None
             self._remember(kept.for_history(result), kept.bytes)
             over = self._kept.take(kept.bytes + _retained.egress_bytes(result))
@@ -461,6 +484,7 @@ class Session:
         found: list[list[Diagnostic]] = []
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
         ledger.trace = trace
+        flow = self._flow_of(ledger)
         before = self._workspace = snapshot(driver.sandbox.workspace, self._workspace or driver.prepared)
 
         on_call = self._call_handler(driver, ledger)
@@ -475,7 +499,7 @@ class Session:
         outcome = driver.run(code, on_call, timeout,
                              output_cap=self.config.output_cap, output_limit=self.config.output_limit,
                              grace_s=self.config.grace_s, display=_rich.caps(self.config),
-                             max_call_bytes=host.limits.max_argument_bytes,
+                             max_call_bytes=host.limits.max_argument_bytes, flow=flow,
                              on_output=sink.output if sink is not None and sink.streams else None,
                              after_send=functools.partial(self._meanwhile, code, found) if check else self._settle)
         if sink is not None:
@@ -491,6 +515,8 @@ class Session:
                            files=files, interrupted=interrupted, restored=restored,
                            diagnostics=found[0] if found else [])
         facts = outcome.done.facts if outcome.done is not None else None
+        if flow is not None:
+            self._observed(result, outcome, log)
         if broker is not None:
             result.egress = broker.take()
         host.release_abandoned(ledger)  # once _assemble ended their records
@@ -591,13 +617,35 @@ class Session:
             self._interrupted = True
             driver.interrupt()
 
+    def _flow_of(self, ledger: CallLedger) -> dict[str, Any] | None:
+        """The run frame's ``flow`` (None: no tracking): the context of what the model had seen
+        (a replayed cell: the context it had when recorded), noted on the ledger."""
+        if self.sandbox_state.replay_host is not None:
+            context = self.sandbox_state.replay_flow
+        elif self.runtime.flow is not None:
+            context = [] if self.runtime.flow.trusted_context else sorted(self._flow_context)
+        else:
+            return None
+        if context is None:
+            return None
+        ledger.flow, ledger.flow_context = context, frozenset(context)
+        return {"context": context}
+
+    def _observed(self, result: ExecutionResult, outcome: RunOutcome, log: bool) -> None:
+        """The observation's labels on the result; what the model will see joins the context."""
+        labels = outcome.done.labels if outcome.done is not None else None
+        result.labels = {part: sorted(set(found)) for part, found in (labels or {}).items() if found}
+        if log:
+            self._flow_context = self._flow_context.union(*result.labels.values())
+
     def _call_handler(self, driver: KernelDriver, ledger: CallLedger) -> CallHandler:
         """Every call from the sandbox goes into the host's one pipeline (bounds included); during a
         replay, into the replay host (same pipeline, recorded answers)."""
         dispatch = (self.sandbox_state.replay_host or self.runtime.host).dispatch
 
-        def on_call(seq: int, name: str, arguments: Any, size: int) -> CallDeadline | None:
-            return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size, inline=True)
+        def on_call(seq: int, name: str, arguments: Any, size: int, labels: Any = None) -> CallDeadline | None:
+            return dispatch(ledger, name, arguments, functools.partial(driver.reply, seq), size, inline=True,
+                            labels=labels)
 
         return on_call
 

@@ -81,6 +81,9 @@ class CellRecord(BaseModel):
     children: int | None = None
     #: The cell's requests through the egress broker, plain-HTTP responses kept: replay answers from them.
     egress: list[KeptEgress] = Field(default_factory=list)
+    #: Under a data-flow policy: the ``flow.context`` its run frame carried (replay sends it again,
+    #: so the kernel rebuilds the same labels); None: the run had no ``flow``.
+    flow_context: list[str] | None = None
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
@@ -161,6 +164,8 @@ class Snapshot(BaseModel):
     config: SandboxConfig
     image: str | None = None
     toolset_fingerprint: str
+    #: Under a data-flow policy: the session's context (``Session.flow_context``) when it was taken.
+    flow_context: list[str] | None = None
 
     @property
     def call_count(self) -> int:

@@ -10,6 +10,12 @@ or goes through the host's event loop (permission hooks, rate limits, the cache,
 tools). Whatever a tool raises, even ``SystemExit`` or ``KeyboardInterrupt``, becomes a
 ``tool_exception`` record; nothing a tool does stops the loop or the pool.
 
+Under a data-flow policy (``flow``, ``runtime/flow.py``) every call goes through the loop (no
+plain path, no inline lane) and *permit* judges it with ``flow.evaluate`` first: one check for
+calls from code and from the JSON agent. Each record then carries its arguments' labels, the
+control flow's, its result's and the decision, and each reply its result's labels. Without a
+policy, the only cost is the attribute check that keeps the fast paths.
+
 A result larger than ``max_result_chars`` (as JSON text) reaches the sandbox as a truncated view
 ``{"truncated": True, "call_id", "total_chars", "preview", "hint"}``; the host keeps the full
 text for the session, and the built-in tool ``read_result(call_id, offset, limit)`` pages through it.
@@ -30,7 +36,7 @@ from typing import Any
 from .._text import valid_text
 from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..kernel.protocol import RefusedArguments
-from ..results import ToolCallError, ToolCallRecord, oversized_json
+from ..results import FlowDecision, ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.driver import CallDeadline  # a plain call's timeout, kept by whoever dispatched it
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
@@ -51,6 +57,7 @@ from ._calls import (
 )
 from ._inline import inline_call
 from ._loop import LoopThread
+from .flow import FlowCall, FlowPolicy, FlowVerdict, Labels, evaluate, wire_call
 from .ledger import CallLedger, CallStore, cache_key, stand_in
 from .limits import CallLimits
 from .toolset import Tool, Toolset
@@ -121,7 +128,7 @@ class _Route:
         self.timeout_s = host.timeout_of(tool)
         policy = tool.policy
         # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
-        self.plain = (tool.fn is not None and not tool.is_async and policy.permission == "allow"
+        self.plain = (host.labels_off and tool.fn is not None and not tool.is_async and policy.permission == "allow"
                       and host.permission is None and not policy.rate_limit_per_s and not policy.cacheable
                       and not policy.idempotent and host.limits.max_concurrency >= host.loop.max_workers)
 
@@ -133,8 +140,16 @@ class ToolHost:
     """Runs tool calls for a runtime: bounds, policies, timeouts, retries, the cache, records."""
 
     def __init__(self, toolset: Toolset, loop: LoopThread, *, permission: PermissionHook | None = None,
-                 ask: PermissionHook | None = None, limits: CallLimits = _DEFAULT_LIMITS) -> None:
+                 ask: PermissionHook | None = None, limits: CallLimits = _DEFAULT_LIMITS,
+                 flow: FlowPolicy | None = None,
+                 replay_labels: Callable[[str], list[str] | None] | None = None) -> None:
         self.toolset = toolset
+        #: The data-flow policy every call is judged by (``runtime.flow``), or None.
+        self.flow = flow
+        #: A replay host's source of the recorded result labels (by tool name): sent, not judged.
+        self.replay_labels = replay_labels
+        #: Neither: no call is labeled, and the fast paths (plain, inline) stay open.
+        self.labels_off = flow is None and replay_labels is None
         self.loop = loop
         self.permission = permission
         self.ask = ask
@@ -167,20 +182,20 @@ class ToolHost:
     # -- entry points ------------------------------------------------------------------------
     def dispatch(self, ledger: CallLedger, name: str, arguments: Any,
                  reply: Callable[[dict[str, Any]], None], size: int | None = None, *,
-                 inline: bool = False) -> CallDeadline | None:
+                 inline: bool = False, labels: Any = None) -> CallDeadline | None:
         """Run one call from the sandbox; ``reply`` with the sandbox's payload exactly once.
 
         ``size`` is the call frame's size in bytes (measured here when None). A plain sync tool
         runs straight on a pool thread, or with ``inline`` (when the session has a slot free) is
         returned for the caller to run on its own thread: no hand-off at all. Its timeout is then
         the caller's to enforce: call the returned deadline's callback when it passes (a late
-        answer is dropped).
+        answer is dropped). ``labels``: the call frame's data-flow labels (checked by the driver).
         """
-        if inline and size is not None:
+        if inline and size is not None and self.labels_off:
             lane = inline_call(self, ledger, name, arguments, reply, size)
             if lane is not None:
                 return lane
-        front = self._front_or_fault(ledger, name, arguments, size)
+        front = self._front_or_fault(ledger, name, arguments, size, labels)
         if isinstance(front, _Refusal):
             reply(front.payload)
             return None
@@ -207,11 +222,11 @@ class ToolHost:
         future.add_done_callback(lambda _f: reply(self._payload(ledger, record)))
         return None
 
-    async def acall(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
+    async def acall(self, ledger: CallLedger, name: str, arguments: Any, labels: Any = None) -> ToolCallRecord:
         """Run one call from a JSON function-calling loop; the same pipeline as :meth:`dispatch`.
         Returns the call's record, ended (a call refused before it was recorded gets a record
-        of its own, outside the ledger)."""
-        front = self._front_or_fault(ledger, name, arguments, None)
+        of its own, outside the ledger). ``labels``: as a call frame's (``{"args", "pc"}``)."""
+        front = self._front_or_fault(ledger, name, arguments, None, labels)
         if isinstance(front, _Refusal):
             if front.record is not None:
                 return front.record
@@ -235,7 +250,8 @@ class ToolHost:
         return self.loop.run(self.acall(ledger, name, arguments))
 
     # -- the front: bound → lookup → validate --------------------------------------------------
-    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None) -> _Accepted | _Refusal:
+    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None,
+               labels: Any = None) -> _Accepted | _Refusal:
         """Record the call and return what to run, or the refusal payload (recorded when it can be)."""
         refused: RefusedArguments | None = arguments if isinstance(arguments, RefusedArguments) else None
         if size is None:
@@ -287,14 +303,17 @@ class ToolHost:
             ledger.finish(record, error=_error(error))
             return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
         assert route is not None
-        return ledger.open(name, arguments), route, args, builtin
+        record = ledger.open(name, arguments)
+        if not self.labels_off:
+            self._label(ledger, record, route.tool, args, arguments, labels, builtin)
+        return record, route, args, builtin
 
     def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any,
-                        size: int | None) -> _Accepted | _Refusal:
+                        size: int | None, labels: Any = None) -> _Accepted | _Refusal:
         """:meth:`_front`, never raising: an unexpected exception there (a bug in codeact) fails the
         call as ``tool_exception``, recorded when it can be, and the run goes on."""
         try:
-            return self._front(ledger, name, arguments, size)
+            return self._front(ledger, name, arguments, size, labels)
         except Exception as exc:
             payload = _refusal("tool_exception", f"internal error accepting the call: {_describe(exc)}")
             try:
@@ -303,6 +322,64 @@ class ToolHost:
             except Exception:
                 return _Refusal(None, payload)
             return _Refusal(record, payload)
+
+    # -- data-flow labels (``runtime.flow``) -------------------------------------------------------
+    def _label(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
+               passed: Any, raw: Any, builtin: bool) -> None:
+        """Put the call's labels on its record: what its arguments and the control flow carry (from
+        the frame, or everything the call could have seen when the frame says nothing), and what
+        its result will carry (the tool's declaration; a replay host: the recorded labels)."""
+        if self.replay_labels is not None:
+            record.result_labels = self.replay_labels(tool.name)
+            return
+        call = wire_call(tool.name, args, passed, raw, self._fallback(ledger))
+        record.labels = {k: sorted(v) for k, v in call.labels.items()}
+        record.pc_labels = sorted(call.pc)
+        if builtin:  # a page of a large result carries that result's labels; discovery, none
+            kept = ledger.store.kept_labels.get(args.get("call_id", "")) if tool.name == READ_RESULT else None
+            record.result_labels = list(kept or ())
+        else:
+            record.result_labels = sorted(tool.policy.labels or ())
+
+    def _fallback(self, ledger: CallLedger) -> Labels:
+        """The labels of a call the kernel did not label: the run's context and every label a tool declares."""
+        declared = frozenset().union(*(t.policy.labels or () for t in self.toolset))
+        return ledger.flow_context | declared
+
+    async def _flow_permit(self, policy: FlowPolicy, tool: Tool, args: dict[str, Any],
+                           record: ToolCallRecord) -> None:
+        """Judge the call by the flow policy (``flow.evaluate``), record the decision, and raise
+        ``policy_denied`` when it is refused (by the policy, or by the approver it asked)."""
+        call = FlowCall(tool.name, args, {k: frozenset(v) for k, v in (record.labels or {}).items()},
+                        frozenset(record.pc_labels or ()))
+        verdict: FlowVerdict
+        if policy.check is None:
+            verdict, call = evaluate(policy, tool, call)
+        else:  # the user's check may be slow: not on the loop
+            verdict, call = await asyncio.get_running_loop().run_in_executor(
+                self.loop.pool, evaluate, policy, tool, call)
+        decision, reason = verdict
+        if decision == "ask":
+            approver = policy.ask
+            if approver is not None:
+                answer = await self._decide(lambda _n, _a: approver(call), tool.name, args)
+            elif self.ask is not None:
+                answer = await self._decide(self.ask, tool.name, args)
+            else:
+                answer = "no approver is configured"
+            if answer is True:
+                record.flow = FlowDecision(decision="approved", reason=reason)
+                return
+            refused = answer if isinstance(answer, str) and answer else "the approver refused"
+            record.flow = FlowDecision(decision="refused", reason=f"{reason}; approval refused: {refused}"[:1000])
+        elif decision == "deny":
+            record.flow = FlowDecision(decision="deny", reason=reason)
+        else:
+            record.flow = FlowDecision(decision=decision, reason=reason)
+            return
+        record.result_labels = []  # nothing of the tool comes back: the refusal is the host's own text
+        raise ToolError("policy_denied", f"call to {tool.name!r} refused by the data-flow policy: "
+                        f"{record.flow.reason}", retryable=False)
 
     def _route(self, tool: Tool) -> _Route:
         route = self._routes.get(id(tool))
@@ -436,7 +513,7 @@ class ToolHost:
     async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:
         """permit → admit → execute → record, for one recorded call; never raises."""
         try:
-            await self._permit(tool, args)
+            await self._permit(tool, args, record)
             if not ledger.admit(tool.name, tool.policy.max_calls):
                 raise _max_calls_error(tool)
             if tool.policy.cacheable:
@@ -480,7 +557,9 @@ class ToolHost:
             if not future.done():
                 future.set_result(outcome)
 
-    async def _permit(self, tool: Tool, args: dict[str, Any]) -> None:
+    async def _permit(self, tool: Tool, args: dict[str, Any], record: ToolCallRecord) -> None:
+        if self.flow is not None:
+            await self._flow_permit(self.flow, tool, args, record)
         policy = tool.policy
         verdicts: list[Any] = []
         if policy.permission == "deny":
@@ -638,6 +717,12 @@ class ToolHost:
 
     # -- the sandbox's view ------------------------------------------------------------------
     def _payload(self, ledger: CallLedger, record: ToolCallRecord) -> dict[str, Any]:
+        payload = self._answer(ledger, record)
+        if record.result_labels:  # an error's text may come from the tool too: it carries them as well
+            payload["labels"] = record.result_labels
+        return payload
+
+    def _answer(self, ledger: CallLedger, record: ToolCallRecord) -> dict[str, Any]:
         if not record.ok:
             error = record.error or ToolCallError(code="tool_exception", message="the call did not finish")
             return {"ok": False, "error": error.model_dump()}
@@ -651,6 +736,8 @@ class ToolHost:
         if text is None:
             return {"ok": True, "value": record.result}
         ledger.store.keep(record.id, text)
+        if record.result_labels:  # its pages (read_result) carry them
+            ledger.store.kept_labels[record.id] = record.result_labels
         return {"ok": True, "value": {
             "truncated": True, "call_id": record.id, "total_chars": len(text),
             "preview": text[: self.limits.max_result_chars // 2],

@@ -20,7 +20,7 @@ from codeact.tool_stubs import ToolSpec, python_names, render_stubs
 from codeact.tool_stubs.catalog import DEFAULT_PROMPT_BUDGET, ToolCatalog
 
 from ._http_client import HttpClient
-from ._tool import PermissionRule, Tool, ToolPolicy, tool
+from ._tool import PermissionRule, Tool, ToolPolicy, labeled, tool
 from .sources.http import HttpAuth, HttpEndpoint, http_tools
 from .sources.python import module_tools
 
@@ -149,29 +149,33 @@ class Toolset:
         ``mcp.StdioServerParameters``) or a streamable-HTTP URL (``options``: see
         :func:`~codeact.runtime.sources.mcp.connect`; :meth:`close` ends the connection); or
         ``{group name: server}`` for several servers at once, each a group (see ``connect_all``).
-        Or tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects."""
+        Or tools without implementation from MCP tool dicts / ``mcp.types.Tool`` objects.
+        ``labels``: what every result of these tools carries (``runtime.flow``), unless a tool's
+        own policy says."""
         from .sources.mcp import connect, connect_all, is_mcp_server  # the MCP SDK is slow to import: on use
 
+        labels = options.pop("labels", None)
         if is_mcp_server(source):
-            return cls._connected([connect(source, **options)])
+            return cls._connected([connect(source, **options)], labels)
         if isinstance(source, Mapping):  # {group name: server}: several servers, each a group
-            return cls._connected(connect_all(source, **options))
+            return cls._connected(connect_all(source, **options), labels)
         if options:
             raise TypeError(f"options {sorted(options)} apply to an MCP server, not to tool definitions")
-        return cls(ToolSpec.from_mcp(d) for d in source)
+        return cls(labeled((Tool(spec=ToolSpec.from_mcp(d)) for d in source), labels))
 
     @classmethod
     async def afrom_mcp(cls, source: MCPServerRef, **options: Any) -> Toolset:
         """:meth:`from_mcp` for a server, without blocking the caller's event loop."""
         from .sources.mcp import aconnect
 
-        return cls._connected([await aconnect(source, **options)])
+        labels = options.pop("labels", None)
+        return cls._connected([await aconnect(source, **options)], labels)
 
     @classmethod
-    def _connected(cls, servers: Sequence[MCPTools]) -> Toolset:
+    def _connected(cls, servers: Sequence[MCPTools], labels: Any = None) -> Toolset:
         """The servers' tools; :meth:`close` closes their connections (at once, if this raises)."""
         try:
-            made = cls(t for server in servers for t in server.tools)
+            made = cls(labeled((t for server in servers for t in server.tools), labels))
         except BaseException:
             for server in servers:
                 server.connection.close()
@@ -183,25 +187,27 @@ class Toolset:
     @classmethod
     def from_openapi(cls, spec: Mapping[str, Any] | str | os.PathLike[str], operations: Iterable[str] | None = None,
                      base_url: str | None = None, auth: HttpAuth | httpx.Auth | None = None, *,
-                     client: HttpClient | None = None, timeout_s: float = 30.0) -> Toolset:
+                     client: HttpClient | None = None, timeout_s: float = 30.0,
+                     labels: Iterable[str] | None = None) -> Toolset:
         """HTTP tools for an OpenAPI 3 document's operations (a dict, a file or a URL); ``operations``
         picks some (operationIds or ``"GET /path"``). Operations that cannot be called with JSON
-        arguments (a non-JSON request body) are left out and listed in :attr:`skipped`. See
-        ``runtime.sources.openapi``."""
+        arguments (a non-JSON request body) are left out and listed in :attr:`skipped`. ``labels``:
+        what every result carries (``runtime.flow``). See ``runtime.sources.openapi``."""
         from .sources.openapi import openapi_tools  # it imports httpx: loaded on use, not with codeact
 
         skipped: list[tuple[str, str]] = []
-        made = cls(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s,
-                                 skipped=skipped))
+        made = cls(labeled(openapi_tools(spec, operations, base_url, auth, client=client, timeout_s=timeout_s,
+                                         skipped=skipped), labels))
         made.skipped.extend(skipped)
         return made
 
     @classmethod
     def from_http(cls, endpoints: Iterable[HttpEndpoint], *, base_url: str | None = None,
-                  auth: HttpAuth | httpx.Auth | None = None, client: HttpClient | None = None) -> Toolset:
+                  auth: HttpAuth | httpx.Auth | None = None, client: HttpClient | None = None,
+                  labels: Iterable[str] | None = None) -> Toolset:
         """HTTP tools from ``HttpEndpoint`` definitions sharing a base URL, a default ``HttpAuth`` and a
-        client. See ``runtime.sources.http``."""
-        return cls(http_tools(endpoints, base_url=base_url, auth=auth, client=client))
+        client; ``labels``: what every result carries (``runtime.flow``). See ``runtime.sources.http``."""
+        return cls(labeled(http_tools(endpoints, base_url=base_url, auth=auth, client=client), labels))
 
     @classmethod
     def from_module(cls, module: ModuleType | str | os.PathLike[str]) -> Toolset:

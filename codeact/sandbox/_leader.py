@@ -32,10 +32,11 @@ __all__ = ["CALLER", "LEADERS", "LEAD_WAIT_S", "WATCH_S", "CallDeadline", "CallH
 #: hand-off, and when it stays busy longer than :data:`WATCH_S` another thread takes over the reading.
 CallDeadline = tuple[float, Callable[[], None], Callable[[], None] | None]
 
-#: (seq, tool name, arguments, frame size in bytes) → None (answered, or answered later), or the
-#: call's :data:`CallDeadline`. Apart from the deadline's ``work``, must not block: answer with
-#: ``driver.reply``.
-CallHandler = Callable[[int, str, Any, int], CallDeadline | None]
+#: (seq, tool name, arguments, frame size in bytes[, labels]) → None (answered, or answered later),
+#: or the call's :data:`CallDeadline`. Apart from the deadline's ``work``, must not block: answer
+#: with ``driver.reply``. A call frame with data-flow ``labels`` (checked, see ``sandbox.labels``)
+#: passes them as a fifth argument; one without is called with four.
+CallHandler = Callable[..., CallDeadline | None]
 
 
 class Lead(enum.Enum):
@@ -265,7 +266,9 @@ def _frame(k: Kernel, run: Run, me: int, message: dict[str, Any]) -> RunOutcome 
     if issue is not None:
         return Violation(f"malformed call frame: {issue}")
     seq = message["seq"]
-    handled = run.on_call(seq, message["name"], message.get("arguments"), k._chan.last_size)
+    labels = message.get("labels")
+    handled = (run.on_call(seq, message["name"], message.get("arguments"), k._chan.last_size) if labels is None
+               else run.on_call(seq, message["name"], message.get("arguments"), k._chan.last_size, labels))
     if handled is None:
         return _GO_ON
     timer = (handled[0], seq, handled[1], handled[2])

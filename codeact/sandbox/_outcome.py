@@ -10,6 +10,7 @@ from typing import Any
 
 from .._text import one_line
 from ..kernel.frames import FROM_KERNEL, TERMINATIONS, problem
+from .labels import call_labels_problem, done_labels_problem
 
 __all__ = ["CodeErrorFrame", "DoneFrame", "RunOutcome", "call_problem", "done_problem"]
 
@@ -46,6 +47,7 @@ class DoneFrame:
     facts: dict[str, Any] | None = None  # for replay; checked by the runtime
     names: Any = None  # the names the cell bound, for the check; checked by the runtime
     outputs: Any = None  # rich outputs ({mime: data} bundles); checked by the runtime
+    labels: dict[str, list[str]] | None = None  # data-flow labels of each part (checked: sandbox.labels)
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> DoneFrame:
@@ -73,8 +75,9 @@ class RunOutcome:
 
 
 _CALL, _DONE = FROM_KERNEL["call"], FROM_KERNEL["done"]
-_CALL_KEYS = frozenset(_CALL)
-_DONE_KEYS = frozenset(_DONE)
+# The fast paths' keys leave ``labels`` out: labels always get the full check (``sandbox.labels``).
+_CALL_KEYS = frozenset(_CALL) - {"labels"}
+_DONE_KEYS = frozenset(_DONE) - {"labels"}
 _MAX_NAME = _CALL["name"].max_len or 0
 
 
@@ -88,7 +91,10 @@ def done_problem(message: dict[str, Any]) -> str | None:
             and type(message.get("stdout_truncated", False)) is bool
             and type(message.get("stderr_truncated", False)) is bool):
         return None
-    return problem(message, _DONE)
+    issue = problem(message, _DONE)
+    if issue is None and "labels" in message:
+        issue = done_labels_problem(message["labels"])
+    return issue
 
 
 def call_problem(message: dict[str, Any]) -> str | None:
@@ -98,4 +104,6 @@ def call_problem(message: dict[str, Any]) -> str | None:
     if type(seq) is int and seq >= 1 and type(name) is str and len(name) <= _MAX_NAME and message.keys() <= _CALL_KEYS:
         return None
     issue = problem(message, _CALL)
+    if issue is None and "labels" in message:
+        issue = call_labels_problem(message["labels"])
     return None if issue is None else one_line(issue, 300)

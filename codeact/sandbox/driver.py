@@ -203,7 +203,7 @@ class KernelDriver:
 
     def run(self, code: str, on_call: CallHandler, timeout_s: float, *, output_cap: int,
             output_limit: int, grace_s: float, display: dict[str, int] | None = None,
-            max_call_bytes: int | None = None,
+            max_call_bytes: int | None = None, flow: dict[str, Any] | None = None,
             on_output: OutputHandler | None = None, after_send: Callable[[], None] | None = None) -> RunOutcome:
         """Run one cell; returns when the kernel reports, dies, or is killed at the deadline.
 
@@ -212,6 +212,7 @@ class KernelDriver:
         cannot take (even one that exhausts recursion or memory) is a protocol violation.
         ``on_output``: the kernel streams the output as it is written (``output`` frames).
         ``display``: the rich outputs' caps (``display_cap``, ``display_limit``, ``display_count``).
+        ``flow``: the run frame's ``flow`` (``{"context": [labels]}``: the kernel tracks labels in this cell).
         ``after_send``: called once the run frame is sent, while the kernel runs the code (work
         moved off the latency path; what it raises is ignored).
 
@@ -226,7 +227,8 @@ class KernelDriver:
         run = Run(f"{self._id_prefix}{next(self._run_ids)}", on_call, started + timeout_s, grace_s, max_call_bytes)
         try:
             self._send({"type": "run", "id": run.id, "code": code, "output_cap": output_cap,
-                        "output_limit": output_limit, **(display or {}), **self._streaming()})
+                        "output_limit": output_limit, **(display or {}), **self._streaming(),
+                        **({"flow": flow} if flow is not None else {})})
         except OSError:
             outcome: RunOutcome | None = self._died(interrupted=False)
         except BaseException as exc:  # raised into mid-send: how much of the frame went is unknown

@@ -21,7 +21,7 @@ from ..agent.trace import load_trace
 from ._html import _e as _esc
 from ._html import _Ids, page, render_episode, table
 from ._otlp import is_otlp, load_otlp
-from ._timeline import CallSpan, EpisodeTimeline, Span, _num, build_timeline
+from ._timeline import CallSpan, EpisodeTimeline, Span, _num, build_timeline, flow_of
 
 __all__ = ["CallSpan", "EpisodeTimeline", "Span", "build_timeline", "render_run", "render_trace", "write_view"]
 
@@ -118,7 +118,7 @@ def _from_result(fields: dict[str, Any]) -> EpisodeTimeline:
     span.calls = [CallSpan(id=str(r.get("id", "")), name=str(r.get("name", "?")), start=0.0,
                            duration=_num(r.get("duration_ms")) / 1000, ok=bool(r.get("ok")),
                            cached=bool(r.get("cached")), estimated=True, arguments=r.get("arguments"),
-                           result=r.get("result"), error=r.get("error"))
+                           result=r.get("result"), error=r.get("error"), flow=flow_of(r))
                   for r in fields.get("records") or [] if isinstance(r, dict)]
     tl.spans.append(span)
     return tl

@@ -96,9 +96,18 @@ def _axis(scale: float) -> str:
     return f'<div class="axis">{"".join(ticks)}</div>'
 
 
+def _decision(call: CallSpan) -> str:
+    """`` · refused by policy`` and the like, for a call a data-flow policy judged otherwise than allow."""
+    flow = (call.flow or {}).get("flow")
+    decision = flow.get("decision") if isinstance(flow, dict) else None
+    if decision in ("deny", "refused"):
+        return " · refused by policy"
+    return f" · policy: {decision}" if decision in ("approved", "audit") else ""
+
+
 def _call_title(call: CallSpan) -> str:
     status = "ok" if call.ok else f"error: {(call.error or {}).get('code', '?')}"
-    extra = " · cached" if call.cached else ""
+    extra = (" · cached" if call.cached else "") + _decision(call)
     when = "start estimated" if call.estimated else f"start {call.start:.3f} s"
     return f"{call.name} · {status}{extra} · {when} · {call.duration * 1000:.1f} ms"
 
@@ -147,13 +156,15 @@ def _timeline(tl: EpisodeTimeline, scale: float, steps: list[str], calls: list[t
 def _call_details(call: CallSpan, element_id: str, limit: int) -> str:
     cls = "call" + ("" if call.ok else " error")
     status = "ok" if call.ok else f"error: {(call.error or {}).get('code', '?')}"
-    summary = (f"<b>{_e(call.name)}</b> · {_e(status)}{' · cached' if call.cached else ''} · "
+    summary = (f"<b>{_e(call.name)}</b> · {_e(status)}{' · cached' if call.cached else ''}{_e(_decision(call))} · "
                f"{call.duration * 1000:.1f} ms <span class='muted'>{_e(call.id)}</span>")
     body = _pre("args", "arguments", _json(call.arguments, limit), limit)
     if call.ok:
         body += _pre("result", "result", _json(call.result, limit), limit)
     else:
         body += _pre("error", "error", _json(call.error, limit), limit)
+    if call.flow:  # the labels of the arguments, the control flow and the result; the decision and why
+        body += _pre("labels", "data-flow labels", _json(call.flow, limit), limit)
     return f'<details class="{cls}" id="{element_id}"><summary>{summary}</summary>{body}</details>'
 
 

@@ -32,6 +32,18 @@ class CallSpan:
     arguments: Any = None
     result: Any = None
     error: dict[str, Any] | None = None
+    #: Under a data-flow policy: the record's labels and decision (``labels``, ``pc_labels``,
+    #: ``result_labels``, ``flow``), else None.
+    flow: dict[str, Any] | None = None
+
+
+_FLOW_KEYS = ("labels", "pc_labels", "result_labels", "flow")
+
+
+def flow_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A call record's data-flow fields (``runtime.flow``), None when it has none."""
+    found = {k: record[k] for k in _FLOW_KEYS if record.get(k) is not None}
+    return found or None
 
 
 @dataclass
@@ -124,7 +136,7 @@ def _calls(records: Any, window: tuple[float, float], live: dict[str, float]) ->
         spans.append(CallSpan(id=call_id, name=str(rec.get("name", "?")), start=start, duration=duration,
                               ok=bool(rec.get("ok")), cached=bool(rec.get("cached")), estimated=estimated,
                               arguments=rec.get("arguments"), result=rec.get("result"),
-                              error=error if isinstance(error, dict) else None))
+                              error=error if isinstance(error, dict) else None, flow=flow_of(rec)))
     return spans
 
 
