@@ -17,15 +17,13 @@ from codeact import (
     FlowPolicy,
     FlowRule,
     Runtime,
-    SandboxConfig,
     render_observation,
     tool,
 )
 from codeact.errors import ToolDefinitionError
 from codeact.runtime.flow import evaluate
 from codeact.runtime.ledger import CallLedger
-
-LOCAL = SandboxConfig(backend="local", timeout_s=10, grace_s=1, policy="none")
+from tests._configs import LOCAL
 
 #: The first cell: from now on ``LABELS[kind]`` (when set) is put on every frame of that kind the
 #: kernel sends, as a label-tracking kernel would.

@@ -3,9 +3,8 @@ the call; no frame is crafted. The email's text may go into a body, never choose
 
 from __future__ import annotations
 
-from codeact import UNTRUSTED, FlowPolicy, Runtime, SandboxConfig, tool
-
-LOCAL = SandboxConfig(backend="local", timeout_s=20, grace_s=1, policy="none")
+from codeact import UNTRUSTED, FlowPolicy, Runtime, tool
+from tests._configs import LOCAL
 
 
 def _runtime(sent: list[tuple[str, str]]) -> Runtime:
