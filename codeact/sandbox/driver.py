@@ -334,17 +334,24 @@ class KernelDriver:
 
     def interrupt(self) -> None:
         """Interrupt the running code (from any thread): an ``interrupt`` frame if the channel takes
-        it this instant, and the backend's SIGINT. Never waits: a writer blocked on a kernel that
+        it this instant, else the backend's SIGINT. Never waits: a writer blocked on a kernel that
         stopped reading holds the write lock until its own deadline, and the kill after the grace
-        must not wait behind it."""
+        must not wait behind it.
+
+        Not both: the kernel answers the frame with a SIGINT of its own, ordered with its runs,
+        while the engine's signal travels through the engine and may land after this run ended,
+        interrupting the next one."""
         if self._write_lock.acquire(blocking=False):
             try:
-                if not self.dead:  # a frame half taken is finished by the kill time at the latest
-                    until = time.monotonic() + SEND_TIMEOUT_S
-                    _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True)
+                if self.dead:  # a frame half taken is finished by the kill time at the latest
+                    return
+                until = time.monotonic() + SEND_TIMEOUT_S
+                if _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True):
+                    return
             except _Unsent as exc:
                 self._stalled = str(exc)
                 self.kill()
+                return
             except OSError:
                 pass
             finally:

@@ -57,3 +57,29 @@ def test_a_sigint_between_runs_is_ignored(runtime: Runtime, handler: str) -> Non
         time.sleep(0.8)  # the signal lands while no run is in progress
         after = session.run("kept + 1")
         assert after.ok and after.value == 42 and not after.state_lost, after
+
+
+def test_a_late_engine_signal_does_not_interrupt_the_next_run(docker_image: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's SIGINT travels through the engine and may land after the run it was meant for
+    ended: once the ``interrupt`` frame went, none is sent, so it cannot cut the next run short."""
+    from codeact.sandbox.docker import DockerSandbox
+
+    deliver = DockerSandbox.interrupt
+    late: list[threading.Timer] = []
+
+    def slow_engine(self: DockerSandbox) -> None:
+        timer = threading.Timer(1.0, deliver, (self,))
+        late.append(timer)
+        timer.start()
+
+    monkeypatch.setattr(DockerSandbox, "interrupt", slow_engine)
+    started = threading.Event()
+    with _runtime("docker", started) as rt, rt.session() as session:
+        threading.Thread(target=lambda: (started.wait(120), time.sleep(0.3), rt.interrupt()),
+                         daemon=True).start()
+        assert session.run(CODE, timeout_s=300).termination == "interrupted"
+        after = session.run("import time\ntime.sleep(3)\n'done'", timeout_s=60)
+        for timer in late:
+            timer.join()
+        assert (after.termination, after.value) == ("completed", "done"), after
