@@ -367,8 +367,10 @@ def compile_cell(
     if body and isinstance(body[-1], ast.Expr):
         body, last = body[:-1], body[-1]
     assert last is None or isinstance(last, ast.Expr)
-    exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags) if body else None
+    exec_code = None
+    if body:
+        exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
     eval_code = None
     if last is not None:
-        eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags)
+        eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags, dont_inherit=True)
     return exec_code, eval_code

@@ -796,7 +796,7 @@ def _run_text(flow: Flow, frame: Any, f: Any, args: tuple[Any, ...], kwargs: dic
         return flow._opaque(f, args, kwargs)
     if isinstance(source, (str, bytes)):
         mode = "eval" if f is eval else "exec"
-        code = compile(instrument(ast.parse(plain(source), "<string>", mode), key), "<string>", mode)
+        code = compile(instrument(ast.parse(plain(source), "<string>", mode), key), "<string>", mode, dont_inherit=True)
         flow.register(code)
         source = code
     elif not isinstance(source, types.CodeType):

@@ -496,10 +496,11 @@ class Kernel:
         if body and isinstance(body[-1], ast.Expr):
             body, last = body[:-1], body[-1]
         assert last is None or isinstance(last, ast.Expr)
-        exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags)
+        # dont_inherit: a cell must not inherit this module's ``from __future__ import annotations``
+        exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
         eval_code = None
         if last is not None:
-            eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags)
+            eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags, dont_inherit=True)
         return exec_code, eval_code
 
     def _evaluate(self, code: types.CodeType) -> Any:
