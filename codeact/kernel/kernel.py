@@ -15,8 +15,8 @@ thread wanting it back from a caller left over from an ended run) wakes it throu
 
 from __future__ import annotations
 
+import _ast as ast  # the parser's node types; the ast module itself costs an idle kernel memory
 import _signal
-import ast
 import codecs
 import collections
 import fcntl
@@ -32,7 +32,6 @@ import sys
 import termios
 import threading
 import time
-import traceback
 import types
 from typing import Any
 
@@ -248,6 +247,13 @@ _NOT_EXPRESSION = re.compile(
     r"(?:(?:import|from|def|class|for|while|if|with|try|del|pass|return|raise|global|nonlocal|assert|async"
     r"|break|continue)\b|@|[A-Za-z_][\w.]*[ \t]*(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=))")
 _POP_TOP: int | None = None
+
+
+def _parse(source: str, filename: str) -> ast.Module:
+    """``ast.parse(source, filename)`` without the ast module."""
+    tree = compile(source, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)
+    return tree
 
 
 def _statements_only(source: str, filename: str) -> types.CodeType | None:
@@ -523,9 +529,9 @@ class Kernel:
                 else None
             eval_code = None
             if tracked:
-                exec_code, eval_code = self._compile_flow(ast.parse(source, filename), filename)
+                exec_code, eval_code = self._compile_flow(_parse(source, filename), filename)
             elif exec_code is None:
-                exec_code, eval_code = self._compile(ast.parse(source, filename), filename)
+                exec_code, eval_code = self._compile(_parse(source, filename), filename)
             if exec_code is not None:
                 self._evaluate(exec_code)
             value = self._evaluate(eval_code) if eval_code is not None else None
@@ -571,6 +577,8 @@ class Kernel:
         self.output.flow = self.client.flow = self.flow
 
     def _describe(self, exc: BaseException, filename: str) -> dict[str, Any]:
+        import traceback  # only once a cell failed: an idle kernel need not hold it
+
         name = type(exc).__name__[:200]
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell-")]
         here = [f for f in frames if f.filename == filename]

@@ -17,11 +17,13 @@ Everything lives in the one kernel process of one session: nothing is shared bet
 
 from __future__ import annotations
 
-import ast
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ast
 
 #: The same line as ``codeact.tool_stubs.render.LAZY_MARKER`` (the host cannot be imported here).
 MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"
@@ -29,7 +31,7 @@ _FOOTER = "\n\n__codeact_mark_defaults__("
 _FILENAME = "<codeact-tools>"
 
 #: How the kernel compiles a cell: (statements, trailing expression).
-Compile = Callable[[ast.Module, str], "tuple[types.CodeType | None, types.CodeType | None]"]
+Compile = Callable[["ast.Module", str], "tuple[types.CodeType | None, types.CodeType | None]"]
 
 
 def split(module: str) -> tuple[str, dict[str, str]]:

@@ -9,8 +9,6 @@ JSON as its text. Caps are the host's (``SandboxConfig.display_*``), applied her
 from __future__ import annotations
 
 import base64
-import datetime
-import decimal
 import io
 import json
 import os
@@ -54,9 +52,12 @@ def json_value(value: Any, depth: int = 0) -> Any:
             return sorted(items)
         except TypeError:
             return items
-    if isinstance(value, (datetime.date, datetime.time)):
+    # Looked up, not imported: a date or a Decimal exists only once its module was imported.
+    datetime = sys.modules.get("datetime")
+    if datetime is not None and isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
-    if isinstance(value, decimal.Decimal):
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and isinstance(value, decimal.Decimal):
         return float(value) if value.is_finite() and decimal.Decimal(float(value)) == value else str(value)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
