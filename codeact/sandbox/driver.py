@@ -76,6 +76,8 @@ class KernelDriver:
         self._kill_at: float | None = None
         #: Why a write gave up on the kernel (it stopped reading), for the run's reason.
         self._stalled: str | None = None
+        #: An interrupt frame not sent yet: the write lock was taken (see :meth:`interrupt`).
+        self._interrupt_due = False
 
     @functools.cached_property
     def _chan(self) -> FrameSocket:
@@ -109,6 +111,8 @@ class KernelDriver:
             raise
         finally:
             self._write_lock.release()
+            if self._interrupt_due:
+                self._flush_interrupt()
 
     def _fault(self, why: str) -> None:
         """The kernel stopped reading its channel: kill it, and say so as the run's reason."""
@@ -175,6 +179,7 @@ class KernelDriver:
         try:
             with self._write_lock:  # the socket's mode changes under the lock writers take
                 chan.sock.settimeout(timeout_s)
+            self._flush_interrupt()
             self._write(data, timeout_s)
             while True:
                 left = deadline - time.monotonic()
@@ -326,6 +331,7 @@ class KernelDriver:
         if sock.gettimeout() is not None:  # a handshake or a reset/bind used a Python timeout
             with self._write_lock:  # no write while the mode changes (see _send_by)
                 sock.settimeout(None)
+            self._flush_interrupt()
             self._rcv_timeout = -1.0
         seconds = min(max(seconds, 0.001), LEAD_WAIT_S)  # 0 would mean forever
         if seconds != self._rcv_timeout:
@@ -333,30 +339,37 @@ class KernelDriver:
             self._rcv_timeout = seconds
 
     def interrupt(self) -> None:
-        """Interrupt the running code (from any thread): an ``interrupt`` frame if the channel takes
-        it this instant, else the backend's SIGINT. Never waits: a writer blocked on a kernel that
-        stopped reading holds the write lock until its own deadline, and the kill after the grace
-        must not wait behind it.
+        """Interrupt the running code (from any thread) with an ``interrupt`` frame. Never waits:
+        a writer blocked on a kernel that stopped reading holds the write lock until its own
+        deadline, and the kill after the grace must not wait behind it. When the lock is taken
+        (a call's result being written), its holder sends the frame as it releases it.
 
-        Not both: the kernel answers the frame with a SIGINT of its own, ordered with its runs,
-        while the engine's signal travels through the engine and may land after this run ended,
-        interrupting the next one."""
-        if self._write_lock.acquire(blocking=False):
+        The backend's SIGINT is the fallback for a channel that takes no frame this instant, never
+        sent beside the frame: the kernel answers the frame with a SIGINT of its own, ordered with
+        its runs, while the engine's signal travels through the engine and may land after this
+        run ended, interrupting the next one."""
+        self._interrupt_due = True
+        self._flush_interrupt()
+
+    def _flush_interrupt(self) -> None:
+        """Send the interrupt that is due if the write lock is free. The flag is set before the
+        lock is tried and looked at after every release, so one side or the other sends it."""
+        while self._interrupt_due and self._write_lock.acquire(blocking=False):
+            sent = True
             try:
-                if self.dead:  # a frame half taken is finished by the kill time at the latest
-                    return
-                until = time.monotonic() + SEND_TIMEOUT_S
-                if _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True):
-                    return
+                due, self._interrupt_due = self._interrupt_due, False
+                if due and not self.dead:  # a frame half taken is finished by the kill time at the latest
+                    until = time.monotonic() + SEND_TIMEOUT_S
+                    sent = _send_by(self._chan.sock, _INTERRUPT, min(until, self._kill_at or until), or_nothing=True)
             except _Unsent as exc:
                 self._stalled = str(exc)
                 self.kill()
-                return
             except OSError:
-                pass
+                sent = False
             finally:
                 self._write_lock.release()
-        self.sandbox.interrupt()
+            if not sent:
+                self.sandbox.interrupt()
 
     def kill(self) -> None:
         """Kill the sandbox (from any thread): the run in progress ends ``killed``."""
