@@ -208,7 +208,7 @@ class _Rewrite(ast.NodeTransformer):
         return self._comp(node, ("elt",))
 
     def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.expr:
-        return self._comp(node, ("elt",))
+        return _h("gen", self._comp(node, ("elt",)))
 
     def visit_DictComp(self, node: ast.DictComp) -> ast.expr:
         return self._comp(node, ("key", "value"))

@@ -445,6 +445,18 @@ class Flow:
                 break
         return v
 
+    def gen(self, inner: Any) -> _Gen:
+        """A generator expression: it runs under a pc of its own (see :class:`_Gen`)."""
+        made = _Gen(self, inner)
+        return add(made, own(inner))  # type: ignore[no-any-return]
+
+    def _gather(self, labels: frozenset[str]) -> None:
+        """What decided a generator's step reaches the nearest accumulator (the consumer's)."""
+        for entry in reversed(self.t.stack):
+            if entry[1] is not None:
+                entry[1].update(labels)
+                break
+
     # -- literals and expressions ------------------------------------------------------------------
     def lit(self, v: Any, key: int) -> Any:
         return add(v, self.ctxs[key])
@@ -585,6 +597,9 @@ class Flow:
         labels = own(iterable)
         if type(iterable) is LBox:
             iterable = iterable.v
+        if type(iterable) is _Gen:  # how often the body runs depends on what decided each step
+            yield from self._loop_gen(iterable, shape, labels, sticky)
+            return
         if not labels:
             if shape is None and not self.t.pc:
                 yield from iterable
@@ -602,6 +617,26 @@ class Flow:
                 yield self.unpack(item, shape)
         finally:
             if not sticky:
+                self._pop(entry)
+
+    def _loop_gen(self, gen: _Gen, shape: Any, labels: frozenset[str], sticky: bool) -> Iterator[Any]:
+        # a ``for`` statement's entry (its cond's) stays after the loop, while the names the loop
+        # may have bound are relabelled: a loop that ran no time labels them too
+        mine = gen.sink is None
+        entry: list[Any] = self._push(labels) if gen.sink is None else gen.sink
+        try:
+            while True:
+                try:
+                    item = next(gen)
+                finally:
+                    if not gen.last <= entry[0]:
+                        entry[0] = entry[0] | gen.last
+                        self.t.pc = self.t.pc | gen.last
+                yield self.unpack(item, shape)
+        except StopIteration:
+            return
+        finally:
+            if mine and not sticky:
                 self._pop(entry)
 
     def cond(self, test: Any, sticky: bool, shallow: bool = False) -> _Cond:
@@ -721,6 +756,58 @@ def _hashable(f: Any) -> bool:
     return True
 
 
+class _Gen:
+    """A generator expression's generator. Its frame pushes pc entries (its loops, its ``if``
+    tests) that belong to it, not to whoever consumes it: they are put back on the thread's stack
+    when it resumes and taken off when it yields or ends, so they do not leak into the consumer's
+    pc. What they held at a step (``last``) decided whether an item came and which: it goes to the
+    consumer's accumulator (an opaque call, a comprehension) and into the pc of a ``for`` over it."""
+
+    __slots__ = ("flow", "inner", "last", "saved", "sink")
+
+    def __init__(self, flow: Flow, inner: Any) -> None:
+        self.flow, self.inner = flow, inner
+        self.saved: list[list[Any]] = []
+        self.last: frozenset[str] = EMPTY
+        #: The pc entry of the ``for`` statement over it, which its steps' labels join.
+        self.sink: list[Any] | None = None
+
+    def __iter__(self) -> _Gen:
+        return self
+
+    def __next__(self) -> Any:
+        return self._step(self.inner.__next__)
+
+    def send(self, value: Any) -> Any:
+        return self._step(self.inner.send, value)
+
+    def throw(self, *exc: Any) -> Any:
+        return self._step(self.inner.throw, *exc)
+
+    def close(self) -> None:
+        self._step(self.inner.close)
+
+    def __getattr__(self, name: str) -> Any:  # gi_frame, gi_running, …: the generator's
+        return getattr(self.inner, name)
+
+    def _step(self, op: Callable[..., Any], *args: Any) -> Any:
+        t = self.flow.t
+        stack = t.stack
+        depth = len(stack)
+        if self.saved:
+            stack.extend(self.saved)
+            t.pc = t.pc.union(*(e[0] for e in self.saved))
+        try:
+            return op(*args)
+        finally:
+            self.saved = stack[depth:]
+            del stack[depth:]
+            t.pc = frozenset().union(*(e[0] for e in stack)) if stack else EMPTY
+            self.last = frozenset().union(*(e[0] for e in self.saved)) if self.saved else EMPTY
+            if self.last:
+                self.flow._gather(self.last)
+
+
 class _Cond:
     """``with __flow__.cond(test) as c: if c: ...``: the branch runs under the test's labels."""
 
@@ -735,8 +822,10 @@ class _Cond:
         self.entry: list[Any] | None = None
 
     def __enter__(self) -> Any:
-        if self.labels:
+        if self.labels or type(self.value) is _Gen:
             self.entry = self.flow._push(self.labels)
+            if type(self.value) is _Gen:
+                self.value.sink = self.entry
         return self.value
 
     def __exit__(self, *exc: Any) -> None:

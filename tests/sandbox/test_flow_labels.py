@@ -112,6 +112,9 @@ LAUNDERING = {
     "unpacking": "a, b = read_inbox()\nx = a['subject']",
     "sorted_key": "x = sorted(read_inbox(), key=lambda e: e['amount'])[0]['sender']",
     "map_c": "x = list(map(str.upper, [m['body']]))[0]",
+    "generator_next": "x = next(e for e in read_inbox() if e['amount'] > 10)['body']",
+    "generator_for_not_run": "x = 'none'\nfor _ in (1 for e in read_inbox() if e['amount'] > 1000):\n    x = 'some'",
+    "generator_any": "x = str(any(e['amount'] > 100 for e in read_inbox()))",
 }
 
 
@@ -122,6 +125,30 @@ def test_every_laundering_attempt_stays_labeled(host: Host, name: str) -> None:
     labels = host.calls[-1]["labels"]
     assert U in labels["args"]["body"] + labels["pc"], (name, labels)
     assert labels["args"]["to"] == [] or U in labels["pc"], labels
+
+
+GENERATOR_CONSUMERS = {
+    "next": "x = next(e for e in read_inbox() if e['amount'] > 10)['body']",
+    "sum": "x = str(sum(1 for e in read_inbox() if e['amount'] > 10))",
+    "list": "x = list(e['body'] for e in read_inbox() if e['amount'] > 10)[0]",
+    "any": "x = str(any(True for e in read_inbox() if e['amount'] > 100))",
+    "join": "x = ','.join(e['sender'] for e in read_inbox() if e['amount'] > 10)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATOR_CONSUMERS))
+def test_a_generator_expression_keeps_its_control_flow_to_itself(host: Host, name: str) -> None:
+    # its loop and its ``if`` decide what it yields (the value carries them), not whether the code
+    # after the consumer runs: before, they stayed in the pc and refused every later trusted call
+    done = host.run(f"{GENERATOR_CONSUMERS[name]}\nsend_email(to='boss@corp', body=x)")
+    assert done["termination"] == "completed", done
+    assert host.calls[-1]["labels"] == {"args": {"to": [], "body": [U]}, "pc": []}, name
+
+
+def test_a_for_over_a_generator_expression_runs_under_what_decided_its_items(host: Host) -> None:
+    done = host.run("for _ in (e for e in read_inbox() if e['amount'] > 100):\n    send_email(to='boss@corp', body='x')")
+    assert done["termination"] == "completed", done
+    assert [c["labels"]["pc"] for c in host.calls if c["name"] == "send_email"] == [[U]]
 
 
 def test_a_global_set_in_one_cell_keeps_its_labels_in_the_next(host: Host) -> None:
