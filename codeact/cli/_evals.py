@@ -40,7 +40,8 @@ RayAddress = Annotated[str | None, typer.Option(help="join this Ray cluster; def
 
 def eval_command(
     suite: Annotated[str, typer.Argument(help="built-in suite (weather, data, multitool, "
-                                              "bfcl-multi-turn[:CATEGORY]), a .py file, a directory or a module")],
+                                              "bfcl-multi-turn[:CATEGORY], flow-injection), a .py file, a directory "
+                                              "or a module")],
     out: Annotated[Path, typer.Option("--out", help="run directory (resumed when it exists)")],
     model: Annotated[str, typer.Option(help="scripted, openai:MODEL or anthropic:MODEL")] = "scripted",
     wire: Annotated[str, typer.Option(help="scripted: the client/wire format, openai or anthropic")] = "openai",
@@ -70,6 +71,8 @@ def eval_command(
                                                                   "start afresh")] = False,
     retry_errors: Annotated[bool, typer.Option(help="re-run episodes stored with a retryable provider error "
                                                     "(connection, 5xx, 429)")] = True,
+    flow: Annotated[str | None, typer.Option(help="flow-injection: the data-flow policy, off, deny (its default), "
+                                                  "audit or ask")] = None,
 ) -> None:
     """Run every (task, mode, repeat) episode of SUITE; results go to OUT/results.jsonl (resumable)."""
     from ..evals.providers import ModelSpec
@@ -77,6 +80,10 @@ def eval_command(
 
     if engine not in ("local", "ray"):
         raise typer.BadParameter("--engine must be local or ray")
+    if flow is not None:  # the suite's variant: ``flow-injection:ask``
+        if suite.partition(":")[0] != _FLOW_SUITE:
+            raise typer.BadParameter(f"--flow is an option of the {_FLOW_SUITE} suite")
+        suite = f"{_FLOW_SUITE}:{flow}"
     try:
         spec = ModelSpec(model, wire=wire, base_url=base_url)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -100,6 +107,8 @@ def eval_command(
     except (ValueError, KeyError) as exc:  # a KeyError's text is its quoted key: the message without quotes
         raise typer.BadParameter(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)) from None
     _print_modes(out)
+    if suite.partition(":")[0] == _FLOW_SUITE:
+        _print_flow(out)
     if summary.set_aside is not None:
         typer.echo(f"--force-new: the previous contents of {out} are in {summary.set_aside}", err=True)
     left = summary.planned - summary.already_done - summary.ran
@@ -133,6 +142,25 @@ def _print_modes(out: Path) -> None:
         table.add_row(*(Text(str(row[i])) for i in keep))
     if _err.measure(table, options=_err.options.update_width(1000)).maximum > _err.width:
         table.padding = (0, 0)  # one space between the columns rather than two: still whole cells
+    _err.print(table)
+
+
+_FLOW_SUITE = "flow-injection"
+
+
+def _print_flow(out: Path) -> None:
+    """The flow-injection outcomes per mode: tasks solved, attacks that reached a sink, decisions."""
+    from ..evals.results_store import load_run
+    from ..evals.suites.flow_injection import flow_rows
+
+    rows = flow_rows(load_run(out)[1])
+    table = Table(title="data-flow policy", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("mode", "utility", "attacks", "denied", "asked", "refused", "audited"):
+        table.add_column(header, justify="left" if header == "mode" else "right")
+    for row in rows:
+        n = row["episodes"]
+        table.add_row(row["mode"], f"{row['utility']}/{n}", f"{row['attacked']}/{n}",
+                      *(str(row[k]) for k in ("denied", "asked", "refused", "audited")))
     _err.print(table)
 
 
