@@ -58,6 +58,8 @@ class FlowAgent:
                  trace_path: str | Path | None = None, stream: bool = False) -> None:
         self.flow, self.utility, self.mode = flow, utility, mode
         self.client, self.toolset = client, toolset
+        if runtime.cluster is not None:  # its sessions would not carry the policy (docs/flow.md)
+            raise ValueError("flow-injection runs its episodes here, not on a cluster (--engine local)")
         # the runner's runtime carries no policy: the episode runs on one of its own, alike otherwise
         self.config, self.check = runtime.config, runtime.check_mode
         self.options: dict[str, Any] = {"budget": budget, "system_prompt": system_prompt, "trace_path": trace_path,
