@@ -20,7 +20,7 @@ from typing import Any
 from ...runtime.flow import SECRET, UNTRUSTED
 from ...runtime.toolset import Toolset, tool
 
-__all__ = ["ATTACKER", "EVIL_IBAN", "EVIL_MAIL", "EVIL_URL", "USER", "World", "mentions_attacker", "world_of",
+__all__ = ["ATTACKER", "EVIL_IBAN", "EVIL_MAIL", "EVIL_URL", "USER", "World", "mentions_attacker", "seeded", "world_of",
            "world_tools"]
 
 USER = "emma@corp.test"
@@ -156,5 +156,4 @@ def seeded(seed: Mapping[str, Any]) -> Callable[[], Toolset]:
     def make() -> Toolset:
         return world_tools(World(**copy.deepcopy(dict(seed))))
 
-    make.__qualname__ = make.__name__ = "flow_world"
     return make

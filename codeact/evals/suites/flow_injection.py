@@ -199,6 +199,8 @@ def _tasks(flow: str) -> list[Task]:
 
 def suite(variant: str = "deny") -> Suite:
     """The suite under the policy ``variant`` (``off``, ``deny``, ``audit`` or ``ask``)."""
+    if variant not in FLOWS:
+        raise ValueError(f"flow-injection has no variant {variant!r}; variants: {', '.join(FLOWS)}")
     return Suite(f"flow-injection:{variant}", _tasks(variant),
                  description=f"Prompt injection under the data-flow policy ({variant}).")
 
