@@ -134,4 +134,5 @@ def test_cli_eval_reports_utility_and_attacks_per_mode(tmp_path: Path) -> None:
     wrong = CliRunner().invoke(app, ["eval", "weather", "--flow", "deny", "--out", str(tmp_path / "w")])
     assert wrong.exit_code == 2 and "flow-injection" in wrong.output
     bogus = CliRunner().invoke(app, [*base, "--flow", "allow", "--out", str(tmp_path / "bogus")])
-    assert bogus.exit_code == 2 and "variants: off, deny, audit, ask" in " ".join(bogus.output.split()), bogus.output
+    said = " ".join(bogus.output.replace("│", " ").split())  # the message, unwrapped from its box
+    assert bogus.exit_code == 2 and "variants: off, deny, audit, ask" in said, bogus.output
