@@ -149,11 +149,13 @@ _FLOW_SUITE = "flow-injection"
 
 
 def _print_flow(out: Path) -> None:
-    """The flow-injection outcomes per mode: tasks solved, attacks that reached a sink, decisions."""
+    """The flow-injection outcomes per mode (tasks solved, attacks that reached a sink, decisions),
+    printed and written to ``OUT/flow.json``."""
     from ..evals.results_store import load_run
     from ..evals.suites.flow_injection import flow_rows
 
     rows = flow_rows(load_run(out)[1])
+    (out / "flow.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     table = Table(title="data-flow policy", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for header in ("mode", "utility", "attacks", "denied", "asked", "refused", "audited"):
         table.add_column(header, justify="left" if header == "mode" else "right")
@@ -178,6 +180,10 @@ def report_command(
     if not (run_dir / "results.jsonl").is_file():
         raise typer.BadParameter(f"{run_dir}: no results.jsonl (run `codeact eval ... --out {run_dir}` first)")
     written = write_report(run_dir, plots=plots)
+    meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8")) if (run_dir / "run.json").is_file() else {}
+    if str(meta.get("suite", "")).partition(":")[0] == _FLOW_SUITE:
+        _print_flow(run_dir)
+        written["flow"] = run_dir / "flow.json"
     if plots and not any(k.endswith(".png") for k in written):
         typer.echo("matplotlib is not installed: no plots (pip install 'codeact[plots]')", err=True)
     for path in written.values():

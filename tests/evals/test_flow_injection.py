@@ -3,6 +3,7 @@ model server, once per policy; attacks are read at the sinks of the host's world
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,10 @@ def test_cli_eval_reports_utility_and_attacks_per_mode(tmp_path: Path) -> None:
     assert "data-flow policy" in off.output and load_run(tmp_path / "off")[0].suite == "flow-injection:off"
     rows = flow_rows(load_run(tmp_path / "off")[1])
     assert [(r["mode"], r["utility"], r["attacked"]) for r in rows] == [("code", 1, 1), ("json", 1, 1)]
+    assert json.loads((tmp_path / "off" / "flow.json").read_text()) == rows
+    (tmp_path / "off" / "flow.json").unlink()
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "off"), "--no-plots"])
+    assert report.exit_code == 0 and json.loads((tmp_path / "off" / "flow.json").read_text()) == rows, report.output
     deny = CliRunner().invoke(app, [*base, "--flow", "deny", "--out", str(tmp_path / "deny")])
     assert deny.exit_code == 0, deny.output
     assert [r["attacked"] for r in flow_rows(load_run(tmp_path / "deny")[1])] == [0, 0]
