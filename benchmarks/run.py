@@ -25,6 +25,7 @@ from . import (
     cluster,
     cpu,
     egress,
+    flow,
     fresh,
     gvisor,
     idle,
@@ -67,6 +68,7 @@ MEASURES = [
     Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("toolsets", toolsets, 30),
     Measure("tracing", tracing, 30),  # issue 33: what OpenTelemetry costs
+    Measure("flow", flow, 60),  # issue 31: what a data-flow policy costs
     Measure("egress", egress, 30),  # issue 32: a request through the egress broker
     Measure("cluster", cluster, 90, docker_only=True),  # issue 29: sessions on a Ray cluster
     Measure("memory", memory, 30, docker_only=True),

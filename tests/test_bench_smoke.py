@@ -36,7 +36,8 @@ def test_quick_bench_on_the_local_backend_writes_json(tmp_path: Path) -> None:
     for row in rows.values():
         assert set(row) == ROW_KEYS
     measured = {"tool_call", "warm_run", "cpu_sum_squares", "cpu_comprehensions", "cpu_fib", "parallel_2",
-                "parallel_10", "throughput", "action_latency", "fresh_pooled", "fresh_cold", "session_close"}
+                "parallel_10", "throughput", "action_latency", "fresh_pooled", "fresh_cold", "session_close",
+                "flow_tool_call", "flow_warm_run", "flow_cpu_labelled", "flow_cpu_plain"}
     assert measured <= set(rows)
     for key in measured:
         row = rows[key]
