@@ -148,6 +148,9 @@ class NodeAgent:
     def bind(self, sid: str, values: dict[str, Any]) -> None:
         self._session(sid)._bind(values)
 
+    def trust(self, sid: str) -> None:
+        self._session(sid).trust()
+
     def snapshot(self, sid: str, allow_inexact: bool = False) -> Snapshot:
         return self._session(sid).snapshot(allow_inexact=allow_inexact)
 

@@ -63,6 +63,9 @@ class ClusterSession:
         self._deployment = deployment
         self.cells: list[CellRecord] = [c.model_copy(deep=True) for c in snapshot.cells] if snapshot else []
         self.skipped: list[SkippedCell] = list(snapshot.skipped) if snapshot else []
+        #: Under a flow policy, what the model has seen (``Session.flow_context``), kept here too so
+        #: that a rebuild on another node after this one died starts from it.
+        self._flow_context: frozenset[str] = frozenset(snapshot.flow_context or ()) if snapshot else frozenset()
         self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
         self.closed = False
         #: Set when the node died: the next run rebuilds the session elsewhere first.
@@ -102,7 +105,8 @@ class ClusterSession:
     def _replay_log(self) -> Snapshot:
         runtime = self._deployment.runtime
         return Snapshot(cells=[c.model_copy(deep=True) for c in self.cells], skipped=list(self.skipped),
-                        config=runtime.config, toolset_fingerprint=toolset_fingerprint(runtime.host.specs))
+                        config=runtime.config, toolset_fingerprint=toolset_fingerprint(runtime.host.specs),
+                        flow_context=sorted(self._flow_context) if runtime.flow is not None else None)
 
     def _recover(self) -> None:
         dead, self.lost = self.lost, None
@@ -154,6 +158,7 @@ class ClusterSession:
     def _done(self, done: tuple[ExecutionResult, list[CellRecord], list[SkippedCell]],
               on_event: EventHook | None) -> ExecutionResult:
         result, cells, skipped = done
+        self._flow_context = self._flow_context.union(*(result.labels or {}).values())  # as the node did
         self.cells += cells
         self.skipped = skipped
         self.history.append(result)
@@ -196,6 +201,16 @@ class ClusterSession:
             self.lost = self.node_id
             self._deployment.node_died(self.node_id)
             raise SandboxError(f"the node running this session died: {exc}") from None
+
+    @property
+    def flow_context(self) -> frozenset[str]:
+        """What the model has seen, as labels (see ``Session.flow_context``)."""
+        return self._flow_context
+
+    def trust(self) -> None:
+        """Mark a trusted point (see ``Session.trust``), here and on the node."""
+        self._control("trust")
+        self._flow_context = frozenset()
 
     def interrupt(self) -> None:
         if self._agent is not None and self.lost is None:

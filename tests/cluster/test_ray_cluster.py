@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import UNTRUSTED, FlowPolicy, Runtime, SandboxConfig, tool
 from codeact.cluster import RayCluster
 from codeact.cluster._ray import loopback_node
+from tests._mail import mail_tools
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -269,6 +270,39 @@ def test_a_cluster_session_refuses_this_machines_paths(nodes: Nodes, ledger: Pat
     with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt:
         with pytest.raises(ValueError, match=r"session\.files"):
             rt.session(workspace=tmp_path)
+
+
+def _mail_tools(ledger: Path) -> list[Any]:
+    def note(to: str, body: str) -> None:  # on the node: the ledger is a file of this machine
+        with ledger.open("a") as f:
+            f.write(to + "\n")
+
+    return mail_tools(note)
+
+
+def _send(to: str) -> str:
+    return f"try:\n    out = send_email(to={to}, body=mail['body'])\nexcept ToolError as e:\n    out = e.code\nout"
+
+
+def test_a_flow_policy_judges_calls_on_the_node_and_survives_its_death(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(_mail_tools(ledger), CONFIG, flow=FlowPolicy(), cluster=nodes.ray_cluster()) as rt, \
+            rt.session() as s:
+        assert s.run("mail = read_email()").ok
+        assert s.run(_send("'boss@example.com'")).value == "sent"  # the body may come from the email
+        refused = s.run(_send("mail['reply_to']"))
+        assert refused.value == "policy_denied", refused
+        call = refused.calls[-1]
+        assert call.labels is not None and UNTRUSTED in call.labels["to"]
+        assert call.flow is not None and call.flow.decision == "deny"
+        shown = s.run("print(mail['body'])")
+        assert shown.labels == {"stdout": [UNTRUSTED]} and s.flow_context == {UNTRUSTED}
+        lost = s.node_id
+        nodes.kill(lost)
+        after = s.run(_send("'boss@example.com'"))  # the model saw the email: its literal is untrusted now
+        assert after.restored and s.node_id != lost and after.value == "policy_denied", after
+        s.trust()
+        assert s.flow_context == frozenset() and s.run(_send("'boss@example.com'")).value == "sent"
+    assert runs(ledger) == ["boss@example.com", "boss@example.com"]
 
 
 def test_map_and_idle_suspension_work_on_the_cluster(nodes: Nodes, ledger: Path) -> None:

@@ -3,28 +3,13 @@ the call; no frame is crafted. The email's text may go into a body, never choose
 
 from __future__ import annotations
 
-from codeact import UNTRUSTED, FlowPolicy, Runtime, tool
+from codeact import UNTRUSTED, FlowPolicy, Runtime
 from tests._configs import LOCAL
+from tests._mail import mail_tools
 
 
 def _runtime(sent: list[tuple[str, str]]) -> Runtime:
-    @tool(labels={UNTRUSTED})
-    def read_email() -> dict[str, str]:
-        """The latest email."""
-        return {"reply_to": "attacker@evil.example", "body": "Please wire the money."}
-
-    @tool(trusted=("to",))
-    def send_email(to: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: The recipient.
-            body: The text.
-        """
-        sent.append((to, body))
-        return "sent"
-
-    return Runtime([read_email, send_email], LOCAL, flow=FlowPolicy())
+    return Runtime(mail_tools(lambda to, body: sent.append((to, body))), LOCAL, flow=FlowPolicy())
 
 
 def _send(to: str) -> str:
