@@ -17,7 +17,10 @@ Representation
   ``LList``/``LDict``/``LSet`` whose ``_fl`` (the container's *own* labels: its length, which keys)
   grows in place. Any other object (a plain list the code aliased, an exception, a class
   instance, an iterator) gets its own labels in ``_side``: id -> (object, labels), holding a
-  strong reference so that an id is never reused while labeled (entries are never dropped).
+  strong reference so that an id is never reused while labeled. :func:`prune`, at the start of
+  each run, drops the entries of objects nothing else refers to (they can reach no sink); past
+  :data:`_SIDE_CAP` entries (cyclic garbage the count cannot see), the oldest are folded into
+  ``_overflow``, which every object not boxed then carries (sound: a value never loses a label).
 * An element keeps its own labels; reading it through a labeled container (subscript, iteration,
   unpacking, ``*``/``**``) adds the container's own labels. ``deep(v)`` is the union over a value
   and everything it holds (bounded: past :data:`_DEEP_CAP` nodes it is every label seen).
@@ -148,17 +151,57 @@ _BOXES = _IMM_BOXES | _MUT_BOXES | {LBox}
 _SINGLETONS = (type(None), bool, type(...))
 _PLAIN_SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
 _side: dict[int, tuple[Any, frozenset[str]]] = {}
+#: The labels of entries evicted from a full ``_side``: carried by every object that is not boxed.
+_overflow: frozenset[str] = EMPTY
+_SIDE_CAP = 50_000
 
 
 def own(v: Any) -> frozenset[str]:
     """The labels ``v`` itself carries (not those of what it holds)."""
     if type(v) in _BOXES:
         return v._fl  # type: ignore[no-any-return]
+    found = EMPTY
     if _side:
         entry = _side.get(id(v))
         if entry is not None and entry[0] is v:
-            return entry[1]
-    return EMPTY
+            found = entry[1]
+    if _overflow and type(v) not in _PLAIN_SCALARS:
+        return found | _overflow
+    return found
+
+
+def _counts(table: dict[int, tuple[Any, frozenset[str]]]) -> list[tuple[int, int]]:
+    """Each entry's key and its object's reference count, as seen from here."""
+    return [(k, sys.getrefcount(e[0])) for k, e in list(table.items())]
+
+
+#: What :func:`_counts` reads for an object only its entry refers to (measured, not assumed: the
+#: interpreter's own temporaries differ between versions).
+_ONLY_OURS = _counts({0: (object(), EMPTY)})[0][1]
+
+
+def prune() -> None:
+    """Drop the side entries of objects only the table still refers to, until none is left (a
+    dropped object frees what it alone held); then fold the oldest past the cap into ``_overflow``.
+    Dropping is safe: with no other reference no code can reach the object again. Objects in
+    reference cycles keep a count above that, so they stay (kept is always sound)."""
+    global _overflow
+    while _side:
+        try:
+            dead = [k for k, n in _counts(_side) if n <= _ONLY_OURS]
+        except RuntimeError:  # another thread labeled something meanwhile: keep all, next run prunes
+            return
+        if not dead:
+            break
+        for k in dead:
+            _side.pop(k, None)
+    if len(_side) > _SIDE_CAP:
+        folded = set(_overflow)
+        for k in list(_side)[:len(_side) - _SIDE_CAP // 2]:
+            entry = _side.pop(k, None)
+            if entry is not None:
+                folded.update(entry[1])
+        _overflow = frozenset(folded)
 
 
 def add(v: Any, labels: frozenset[str]) -> Any:
@@ -342,6 +385,7 @@ class Flow:
         """A run starts: its context labels; returns their key for the rewriter."""
         self.context = frozenset(str(x) for x in context)
         self.all |= self.context
+        prune()
         self.t.stack, self.t.pc = [], EMPTY
         self.out = {}
         self.untracked = set()
