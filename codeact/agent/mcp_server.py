@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import secrets
 import sys
 import threading
+import weakref
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TextIO
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,6 +44,7 @@ from .._deprecated import deprecated_alias
 from ..results import ExecutionResult, bounded_value, render_observation
 from ..runtime.session import Runtime, Session
 from ..runtime.snapshot import Snapshot
+from ._mcp_approval import elicitation_approver
 from ._mcp_http import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
@@ -112,6 +116,8 @@ class CodeActMCP:
         self._snapshots: dict[str | None, collections.OrderedDict[str, Snapshot]] = {}
         self._closing: set[Session] = set()
         self._lock = threading.Lock()
+        #: One run at a time per session from here, so each run gets its own request's approver.
+        self._runs: weakref.WeakKeyDictionary[Session, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     @property
     def live_sessions(self) -> int:
@@ -159,12 +165,28 @@ class CodeActMCP:
 
     async def execute_python(self, code: Code, ctx: Context) -> Annotated[CallToolResult, ExecutionResult]:
         session = self.session(ctx)
-        result = await run_with_progress(session, code, ctx)  # progress notifications when asked for
+        async with self._approving(session, ctx):
+            result = await run_with_progress(session, code, ctx)  # progress notifications when asked for
         return self._answer(result)
 
     async def run_task(self, code: str, ctx: Any) -> CallToolResult:
-        """``execute_python`` started as an MCP task (``_mcp_tasks``): cancelling it interrupts the code."""
-        return self._answer(await self.session(ctx).arun(code))
+        """``execute_python`` started as an MCP task (``_mcp_tasks``): cancelling it interrupts the code.
+        A task has no request to elicit through, so a call the flow policy asks about is refused."""
+        session = self.session(ctx)
+        async with self._approving(session, None):
+            return self._answer(await session.arun(code))
+
+    @contextlib.asynccontextmanager
+    async def _approving(self, session: Session, ctx: Context | None) -> AsyncIterator[None]:
+        """For one run: the flow policy's ``ask`` goes to this request's client as an elicitation
+        (when it can answer one; else the call is refused, as with no approver)."""
+        lock = self._runs.setdefault(session, asyncio.Lock())
+        async with lock:
+            session.flow_approver = None if ctx is None else elicitation_approver(ctx, session.config.timeout_s)
+            try:
+                yield
+            finally:
+                session.flow_approver = None
 
     def _answer(self, result: ExecutionResult) -> CallToolResult:
         text = render_observation(result, self.max_observation_chars)

@@ -18,11 +18,14 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import ToolCallError, ToolCallRecord
 from ..tracing import RunTrace
 from ._admission import SessionGate
+
+if TYPE_CHECKING:
+    from .flow import FlowApprover
 
 _MAX_MESSAGE = 4000
 #: A refused call's arguments are kept as given only when their JSON is at most this long.
@@ -155,6 +158,9 @@ class CallLedger:
         #: had seen), or None when the run had no ``flow``.
         self.flow: list[str] | None = None
         self.flow_context: frozenset[str] = frozenset()
+        #: Who approves this run's calls the policy asks about, when the policy has no ``ask`` of its
+        #: own (the session's ``flow_approver``: ``serve-mcp``'s client); None: the runtime's hook.
+        self.flow_ask: FlowApprover | None = None
 
     @property
     def cache(self) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from ._state import Lifecycle, Resume, SessionState
 from .batch import BatchProgress, Isolation, map_code
 from .discovery import ToolViews
 from .events import EventHook, RunEvent
-from .flow import FlowPolicy
+from .flow import FlowApprover, FlowPolicy
 from .ledger import CallLedger, CallStore
 from .limits import CallLimits
 from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
@@ -290,6 +290,10 @@ class Session:
         #: Under a flow policy: the labels of every observation returned since the session began or
         #: since the last :meth:`trust` (what the model has seen); each run's literals carry them.
         self._flow_context: frozenset[str] = frozenset()
+        #: Under a flow policy whose decision is ``ask`` and that has no ``ask`` of its own: who
+        #: approves this session's calls (``FlowPolicy.ask``'s signature; ``serve-mcp`` sets it to an
+        #: elicitation of its client for the run). None: the runtime's ``ask`` hook.
+        self.flow_approver: FlowApprover | None = None
 
     @property
     def flow_context(self) -> frozenset[str]:
@@ -620,6 +624,7 @@ class Session:
     def _flow_of(self, ledger: CallLedger) -> dict[str, Any] | None:
         """The run frame's ``flow`` (None: no tracking): the context of what the model had seen
         (a replayed cell: the context it had when recorded), noted on the ledger."""
+        ledger.flow_ask = self.flow_approver
         if self.sandbox_state.replay_host is not None:
             context = self.sandbox_state.replay_flow
         elif self.runtime.flow is not None:

@@ -57,7 +57,7 @@ from ._calls import (
 )
 from ._inline import inline_call
 from ._loop import LoopThread
-from .flow import FlowCall, FlowPolicy, FlowVerdict, Labels, evaluate, wire_call
+from .flow import FlowApprover, FlowCall, FlowPolicy, FlowVerdict, Labels, evaluate, wire_call
 from .ledger import CallLedger, CallStore, cache_key, stand_in
 from .limits import CallLimits
 from .toolset import Tool, Toolset
@@ -347,9 +347,10 @@ class ToolHost:
         return ledger.flow_context | declared
 
     async def _flow_permit(self, policy: FlowPolicy, tool: Tool, args: dict[str, Any],
-                           record: ToolCallRecord) -> None:
+                           record: ToolCallRecord, session_ask: FlowApprover | None = None) -> None:
         """Judge the call by the flow policy (``flow.evaluate``), record the decision, and raise
-        ``policy_denied`` when it is refused (by the policy, or by the approver it asked)."""
+        ``policy_denied`` when it is refused (by the policy, or by the approver it asked: the
+        policy's ``ask``, else the session's ``flow_approver``, else the runtime's ``ask`` hook)."""
         call = FlowCall(tool.name, args, {k: frozenset(v) for k, v in (record.labels or {}).items()},
                         frozenset(record.pc_labels or ()))
         verdict: FlowVerdict
@@ -360,7 +361,7 @@ class ToolHost:
                 self.loop.pool, evaluate, policy, tool, call)
         decision, reason = verdict
         if decision == "ask":
-            approver = policy.ask
+            approver = policy.ask or session_ask
             if approver is not None:
                 answer = await self._decide(lambda _n, _a: approver(call), tool.name, args)
             elif self.ask is not None:
@@ -513,7 +514,7 @@ class ToolHost:
     async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:
         """permit → admit → execute → record, for one recorded call; never raises."""
         try:
-            await self._permit(tool, args, record)
+            await self._permit(tool, args, record, ledger.flow_ask)
             if not ledger.admit(tool.name, tool.policy.max_calls):
                 raise _max_calls_error(tool)
             if tool.policy.cacheable:
@@ -557,9 +558,10 @@ class ToolHost:
             if not future.done():
                 future.set_result(outcome)
 
-    async def _permit(self, tool: Tool, args: dict[str, Any], record: ToolCallRecord) -> None:
+    async def _permit(self, tool: Tool, args: dict[str, Any], record: ToolCallRecord,
+                      flow_ask: FlowApprover | None = None) -> None:
         if self.flow is not None:
-            await self._flow_permit(self.flow, tool, args, record)
+            await self._flow_permit(self.flow, tool, args, record, flow_ask)
         policy = tool.policy
         verdicts: list[Any] = []
         if policy.permission == "deny":

@@ -190,6 +190,29 @@ def test_ask_without_a_flow_approver_uses_the_runtimes_hook_or_refuses(hits: lis
         assert "no approver" in (result.calls[0].flow.reason or "")  # type: ignore[union-attr]
 
 
+def test_a_sessions_flow_approver_comes_after_the_policys_and_before_the_runtimes(
+        hits: list[tuple[str, Any]]) -> None:
+    seen: list[str] = []
+
+    def hook(name: str, arguments: dict[str, Any]) -> bool:
+        seen.append("runtime")
+        return True
+
+    with Runtime(mail_tools(hits), LOCAL, flow=FlowPolicy(on_violation="ask"), ask=hook) as rt, rt.session() as s:
+        assert s.run(PRELUDE).ok
+        s.flow_approver = lambda call: seen.append("session") or "the session's approver says no"
+        refused = s.run(send_with(TO_UNTRUSTED))
+        assert refused.value == ["policy_denied", False] and seen == ["session"]
+        assert "the session's approver says no" in (refused.calls[0].flow.reason or "")  # type: ignore[union-attr]
+        s.flow_approver = None
+        assert s.run(send_with(TO_UNTRUSTED)).value == "sent" and seen == ["session", "runtime"]
+    policy = FlowPolicy(on_violation="ask", ask=lambda call: seen.append("policy") or True)
+    with Runtime(mail_tools(hits), LOCAL, flow=policy, ask=hook) as rt, rt.session() as s:
+        assert s.run(PRELUDE).ok
+        s.flow_approver = lambda call: seen.append("session") or False
+        assert s.run(send_with(TO_UNTRUSTED)).value == "sent" and seen[2:] == ["policy"]
+
+
 def test_audit_allows_and_records(hits: list[tuple[str, Any]]) -> None:
     with flow_runtime(hits, on_violation="audit") as rt, rt.session() as s:
         assert s.run(PRELUDE).ok
