@@ -85,6 +85,22 @@ class ToolCallRecord(BaseModel):
             return None
         return sorted(set().union(*self.labels.values())) or None
 
+    def as_shown(self) -> ToolCallRecord:
+        """This record as a model may see it: each labeled argument and a labeled result replaced
+        by a note (what the model sees joins its context; see :func:`render_observation`)."""
+        labels = self.labels or {}
+        hidden_args = {name for name, found in labels.items() if found}
+        if not hidden_args and not self.result_labels:
+            return self
+        update: dict[str, Any] = {}
+        if hidden_args and isinstance(self.arguments, dict):
+            update["arguments"] = {k: _hidden(labels[k]) if k in hidden_args else v for k, v in self.arguments.items()}
+        elif hidden_args:
+            update["arguments"] = _hidden(self.labels_of_arguments())
+        if self.result_labels:
+            update["result"] = _hidden(self.result_labels)
+        return self.model_copy(update=update)
+
 
 class CodeError(BaseModel):
     """An uncaught exception in the model's code. ``lineno`` is a line of the model's code."""

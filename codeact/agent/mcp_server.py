@@ -75,7 +75,8 @@ def structured_view(result: ExecutionResult, max_chars: int) -> dict[str, Any]:
     """``result`` as structured content of about ``max_chars`` characters of JSON at most: the
     streams cut (their ``*_truncated`` set), the value, the answer and each call's arguments and
     result bounded (``bounded_value``'s truncated view), and past the budget only the first calls
-    kept (``reason`` says how many). Still an ``ExecutionResult``: it validates against the schema."""
+    kept (``reason`` says how many). Under a flow policy a call's labeled arguments and result are
+    replaced by a note, as in the text. Still an ``ExecutionResult``: it validates against the schema."""
     view = result.model_copy()
     if len(view.stdout) > max_chars // 2:
         view.stdout, view.stdout_truncated = view.stdout[: max_chars // 2], True
@@ -86,7 +87,7 @@ def structured_view(result: ExecutionResult, max_chars: int) -> dict[str, Any]:
     if view.error is not None and len(view.error.traceback) > max_chars // 4:
         view.error = view.error.model_copy(update={"traceback": view.error.traceback[-(max_chars // 4):]})
     calls, budget = [], max_chars // 2
-    for call in view.calls:
+    for call in (c.as_shown() for c in view.calls):  # labeled values stay out of the model's view
         small = call.model_copy(update={"arguments": bounded_value(call.arguments, max_chars // 16, call.id),
                                         "result": bounded_value(call.result, max_chars // 16, call.id)})
         budget -= len(small.model_dump_json())
