@@ -17,6 +17,11 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 #: Paths relative to the codeact package; copied flat (the kernel imports its siblings by name).
 KERNEL_FILES: tuple[str, ...] = (
     "kernel/kernel.py",
+    "kernel/_capture.py",
+    "kernel/_cells.py",
+    "kernel/_describe.py",
+    "kernel/_live.py",
+    "kernel/_reading.py",
     "kernel/protocol.py",
     "kernel/frames.py",
     "kernel/_restricted.py",

@@ -361,7 +361,7 @@ def test_the_host_caps_streamed_output_whatever_the_kernel_sends(backend: str) -
         import gc
         kernel = next(o for o in gc.get_objects() if type(o).__name__ == 'Kernel')
         for _ in range(3):
-            chan.sendall(frame({'type': 'output', 'id': kernel.live_id, 'chunks': [['stdout', 'z' * 700]]}))
+            chan.sendall(frame({'type': 'output', 'id': kernel.live.run_id, 'chunks': [['stdout', 'z' * 700]]}))
         print('real')
     """)
     config = SandboxConfig(backend=backend, output_cap=1000, policy="none")  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """The kernel compiles a cell straight from its source when its last statement is certainly not an
-expression (``kernel._statements_only``); any doubt takes the AST path. Pinned here: the shortcut
+expression (``_cells.statements_only``); any doubt takes the AST path. Pinned here: the shortcut
 never fires on a cell that ends with an expression, and a cell's value is the same either way, in
 the kernel's own Python (local and Docker)."""
 
@@ -11,7 +11,7 @@ import itertools
 import pytest
 
 from codeact import Runtime
-from codeact.kernel import kernel
+from codeact.kernel import _cells
 
 HEADS = ["", "x = 1\n", "import os\n", "def f(a=1):\n    return a\n", "y = [i\n     for i in range(3)]\n"]
 TAILS = [
@@ -33,7 +33,7 @@ def _ends_with_expression(source: str) -> bool:
 
 @pytest.mark.parametrize("source", CASES)
 def test_the_shortcut_never_fires_on_a_trailing_expression(source: str) -> None:
-    code = kernel._statements_only(source, "<cell-1>")
+    code = _cells.statements_only(source, "<cell-1>")
     if _ends_with_expression(source):
         assert code is None, source
 
@@ -41,12 +41,12 @@ def test_the_shortcut_never_fires_on_a_trailing_expression(source: str) -> None:
 def test_the_shortcut_fires_on_plain_statements() -> None:
     """Not a check that cannot fail: the common endings do take the shortcut."""
     for source in ["x = 1", "import os", "def f():\n    return 1", "for i in range(3):\n    pass", "a.b = 1"]:
-        assert kernel._statements_only(source, "<cell-1>") is not None, source
+        assert _cells.statements_only(source, "<cell-1>") is not None, source
 
 
 def test_a_syntax_error_is_the_parsers() -> None:
     with pytest.raises(SyntaxError) as shortcut:
-        kernel._statements_only("x = (1,\n", "<cell-1>")
+        _cells.statements_only("x = (1,\n", "<cell-1>")
     with pytest.raises(SyntaxError) as parser:
         ast.parse("x = (1,\n", "<cell-1>")
     assert (shortcut.value.msg, shortcut.value.lineno) == (parser.value.msg, parser.value.lineno)

@@ -95,7 +95,7 @@ def test_result_stays_bounded(runtime: Runtime) -> None:
 #: 2,000 call frames straight to the channel: the host's answers fill the socket and stay there.
 FLOOD = """
 import gc, time
-reading = next(o for o in gc.get_objects() if type(o).__name__ == '_Reading')
+reading = next(o for o in gc.get_objects() if type(o).__name__ == 'Reading')
 reading.mu.acquire()
 chan.sendall(b''.join(frame({'type': 'call', 'seq': 10_000 + i, 'name': 'blob', 'arguments': {'i': i}})
                       for i in range(2000)))

@@ -31,7 +31,7 @@ def _frames_built(path: Path) -> list[tuple[str, set[str], int]]:
     return found
 
 
-@pytest.mark.parametrize("path", [INSIDE / "kernel.py", INSIDE / "client.py"], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [INSIDE / "kernel.py", INSIDE / "_live.py", INSIDE / "client.py"], ids=lambda p: p.name)
 def test_every_frame_the_kernel_builds_is_declared(path: Path) -> None:
     built = _frames_built(path)
     assert built, f"no frame literal found in {path.name}"
