@@ -53,11 +53,15 @@ class Output:
         self.live: list[tuple[str, str]] | None = None
         #: The run's label tracking (``flow.Flow``), told of output that no tracked print wrote.
         self.flow: Any = None
+        self.total = self.cap = self.hard_limit = -1  # nothing set yet: the reset below makes all
         self.reset(1 << 20, 128 << 20)
 
     def reset(self, cap: int, hard_limit: int) -> None:
         with self.lock:
+            if self.total == 0 and hard_limit == self.hard_limit and cap == self.cap:
+                return  # nothing was written since the last reset (the usual warm run): as new already
             self.streams = {name: _Stream(cap) for name in self.read_fds}
+            self.cap = cap
             self.total = 0
             self.hard_limit = hard_limit
             self.limit_hit = False

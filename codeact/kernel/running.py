@@ -22,10 +22,17 @@ __all__ = ["MAX_PROCESSES", "LeftRunning", "count_processes", "count_threads"]
 MAX_PROCESSES = 1000
 _LAST_PID = "/proc/sys/kernel/ns_last_pid"
 _ABSENT = -2  # no ns_last_pid here: not asked again
+#: ``threading``'s own tables: the threads started and not yet ended, and those being started.
+_ACTIVE: dict[int, threading.Thread] = threading._active  # type: ignore[attr-defined]
+_LIMBO: dict[threading.Thread, threading.Thread] = threading._limbo  # type: ignore[attr-defined]
 
 
 def count_threads(own: set[threading.Thread]) -> int:
     """The threads alive that are not the kernel's own (nor C threads Python only saw pass)."""
+    # The usual case, checked in C: every thread started and not yet ended is one of the kernel's
+    # own (no Python code runs in it, so no other thread changes the dict meanwhile).
+    if not _LIMBO and own.issuperset(_ACTIVE.values()):
+        return 0
     return sum(1 for t in threading.enumerate()
                if t not in own and t.is_alive() and not isinstance(t, threading._DummyThread))
 
@@ -85,10 +92,15 @@ class LeftRunning:
         self._quiet: bytes | None = None
         self._fd = -1
         self._ident: tuple[int, int] | None = None
+        #: Whether the kernel is the first process under a sandbox's init, asked once: its parent
+        #: is that init for the kernel's whole life (its end ends the sandbox).
+        self._in_init: bool | None = None
 
     def facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"threads": count_threads(self.own)}
-        in_init = os.getppid() == 1
+        in_init = self._in_init
+        if in_init is None:
+            in_init = self._in_init = os.getppid() == 1
         mark = self._last_pid() if in_init else b""
         if mark is not None and mark == self._quiet and (in_init or _no_children()):
             facts["children"] = 0
