@@ -6,6 +6,7 @@ with the raw floor (``floor.py``), and prints each one's p50 with its ratio to t
 
     python -m benchmarks.ab HEAD~3                 # tool call round trip (Docker)
     python -m benchmarks.ab HEAD~3 --mode warm     # warm ``x = 1``
+    python -m benchmarks.ab HEAD~3 --mode fresh    # a fresh session without a pool (ms)
 
 REV is checked out with ``git worktree`` into a temporary directory and imported as
 ``codeact_rev``. Its few absolute ``codeact.`` imports (image building) resolve to the working
@@ -29,7 +30,7 @@ from typing import Any
 
 import codeact
 
-from .floor import open_floor
+from .floor import FloorContainer, open_floor
 from .toolcall import CELL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +63,8 @@ def _import_revision(rev: str, into: Path) -> ModuleType:
     return rev
 
 
-def _measures(mode: str, sessions: dict[str, Any], floor: Any) -> dict[str, Callable[[int], list[float]]]:
+def _measures(mode: str, sessions: dict[str, Any], floor: Any, runtimes: dict[str, Any],
+              config: Any) -> dict[str, Callable[[int], list[float]]]:
     def calls(session: Any) -> Callable[[int], list[float]]:
         return lambda n: list(session.run(CELL.format(n=n)).value["lat_us"])
 
@@ -76,14 +78,43 @@ def _measures(mode: str, sessions: dict[str, Any], floor: Any) -> dict[str, Call
             return lat
         return loop
 
+    if mode == "fresh":
+        return {"floor": lambda n: [_floor_start_ms(config) for _ in range(n)],
+                **{label: _fresh(runtime) for label, runtime in runtimes.items()}}
     make, base = (calls, floor.ping) if mode == "call" else (warm, floor.exec_loop)
     return {"floor": base, **{label: make(session) for label, session in sessions.items()}}
+
+
+def _fresh(runtime: Any) -> Callable[[int], list[float]]:
+    """Fresh sessions without a pool: acquire → first result (ms each), closed after."""
+    def loop(n: int) -> list[float]:
+        lat = []
+        for _ in range(n):
+            start = time.perf_counter()
+            session = runtime.session()
+            session.run("1")
+            lat.append((time.perf_counter() - start) * 1000)
+            session.close()
+        return lat
+    return loop
+
+
+def _floor_start_ms(config: Any) -> float:
+    """The raw floor container (``floor.py``) from create to its first exec round trip (ms)."""
+    start = time.perf_counter()
+    box = FloorContainer(config)
+    try:
+        box.exec_loop(1)
+        return (time.perf_counter() - start) * 1000
+    finally:
+        box.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__.split("\n")[0])
     parser.add_argument("rev", help="the git revision to compare the working tree with")
-    parser.add_argument("--mode", choices=["call", "warm"], default="call")
+    parser.add_argument("--mode", choices=["call", "warm", "fresh"], default="call",
+                        help="fresh: a session without a pool, acquire → first result (ms; n: a 200th)")
     parser.add_argument("--backend", choices=["docker", "local"], default="docker",
                         help="where both versions' kernels run")
     parser.add_argument("--rounds", type=int, default=6)
@@ -92,21 +123,22 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="codeact-ab-") as tmp:
         try:
             rev = _import_revision(args.rev, Path(tmp))
-            runtimes, sessions = [], {}
+            runtimes, sessions = {}, {}
             for label, pkg in (("working tree", codeact), (args.rev, rev)):
                 config = pkg.SandboxConfig(backend=args.backend, policy="none", timeout_s=600)
                 runtime = pkg.Runtime([_echo_for(pkg)], config)
-                runtimes.append(runtime)
+                runtimes[label] = runtime
                 sessions[label] = runtime.session()
             floor, note = open_floor(True, codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600))
             if floor is None:
                 raise SystemExit(f"benchmarks.ab: no floor container: {note}")
             try:
-                n = args.n if args.mode == "call" else max(1, args.n // 4)
-                measures = _measures(args.mode, sessions, floor)
+                n = {"call": args.n, "warm": max(1, args.n // 4), "fresh": max(1, args.n // 200)}[args.mode]
+                floor_config = codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600)
+                measures = _measures(args.mode, sessions, floor, runtimes, floor_config)
                 samples: dict[str, list[float]] = {label: [] for label in measures}
                 for fn in measures.values():
-                    fn(min(n, 200))  # warm-up
+                    fn(min(n, 200) if args.mode != "fresh" else 1)  # warm-up
                 for i in range(args.rounds):
                     order = list(measures.items())
                     for label, fn in order if i % 2 else order[::-1]:
@@ -115,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
                 floor.close()
                 for session in sessions.values():
                     session.close()
-                for runtime in runtimes:
+                for runtime in runtimes.values():
                     runtime.close()
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(tmp) / "tree")],
@@ -123,8 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     floor_p50 = statistics.median(samples["floor"])
     for label, values in samples.items():
         p50 = statistics.median(values)
-        print(f"{args.mode:4s} {label:14s} p50 {p50:7.1f} µs  {p50 / floor_p50:.2f}× floor  "
-              f"p90 {statistics.quantiles(values, n=10)[-1]:7.1f} µs")
+        unit = "ms" if args.mode == "fresh" else "µs"
+        print(f"{args.mode:4s} {label:14s} p50 {p50:7.1f} {unit}  {p50 / floor_p50:.2f}× floor  "
+              f"p90 {statistics.quantiles(values, n=10)[-1]:7.1f} {unit}")
 
 
 if __name__ == "__main__":

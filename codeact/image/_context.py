@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,9 +89,12 @@ def pip_install(packages: Sequence[str], target: Path, info: PythonInfo) -> None
     shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts name the host's Python
 
 
-def dockerfile(base: str, names: Sequence[str], python: str, *, site: bool, user: str) -> str:
-    """The final image: the base plus the kernel files (and wheels); no RUN steps."""
+def dockerfile(base: str, names: Sequence[str], python: str, *, site: bool, user: str,
+               bytecode: bool = False) -> str:
+    """The final image: the base plus the kernel files (their bytecode, and wheels); no RUN steps."""
     lines = [f"FROM {base}", f"COPY {' '.join(names)} {KERNEL_DIR}/"]
+    if bytecode:
+        lines.append(f"COPY __pycache__/ {KERNEL_DIR}/__pycache__/")
     env = ["PYTHONDONTWRITEBYTECODE=1"]
     if site:
         lines.append(f"COPY site/ {SITE_DIR}/")
@@ -103,6 +108,27 @@ def dockerfile(base: str, names: Sequence[str], python: str, *, site: bool, user
         f'CMD ["{python}", "-s", "-B", "{KERNEL_DIR}/kernel.py"]',
     ]
     return "\n".join(lines) + "\n"
+
+
+def kernel_bytecode(files: dict[str, bytes], info: PythonInfo) -> dict[str, bytes]:
+    """``__pycache__/NAME.TAG.pyc`` for each kernel file, compiled by this Python for the image's,
+    when both are the same CPython version (else none: the image compiles them at each start).
+    Checked-hash files: the image's Python uses one only while its source is unchanged, whatever
+    the files' times, and ``-B`` never writes one (its root is read-only anyway)."""
+    if (sys.implementation.name, sys.version_info[:2]) != ("cpython", info.version):
+        return {}
+    tag = sys.implementation.cache_tag
+    out: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="codeact-pyc-") as tmp:
+        for name, source in files.items():
+            if not name.endswith(".py"):
+                continue
+            src, pyc = Path(tmp) / name, Path(tmp) / f"{name}c"
+            src.write_bytes(source)
+            py_compile.compile(str(src), cfile=str(pyc), dfile=f"{KERNEL_DIR}/{name}", doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+            out[f"__pycache__/{name[:-3]}.{tag}.pyc"] = pyc.read_bytes()
+    return out
 
 
 def write_context(out: IO[bytes], docker_file: str, files: dict[str, bytes], site: Path | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from codeact._paths import cache_dir
 from codeact.errors import SandboxUnavailable
 
-from ._context import KERNEL_DIR, dockerfile, pip_install, probe_python, write_context
+from ._context import KERNEL_DIR, dockerfile, kernel_bytecode, pip_install, probe_python, write_context
 from ._rootfs import Progress, RootfsParams, build_rootfs_tar
 from .engine import BuildError, DockerException, ImageNotFound, connected, has_image
 from .prune import auto_prune
@@ -160,9 +160,10 @@ def _build(spec: ImageSpec, plan: Plan, client: Any, say: Progress) -> str:
             say(f"pip: wheels for {' '.join(spec.pip)} (Python {info.version_str}) ...")
             site = Path(tmp) / "site"
             pip_install(spec.pip, site, info)
+        bytecode = kernel_bytecode(plan.files, info)
         text = dockerfile(plan.base_ref, sorted(plan.files), info.executable, site=site is not None,
-                          user=SANDBOX_USER)  # fmt: skip
-        write_context(context, text, plan.files, site)
+                          user=SANDBOX_USER, bytecode=bool(bytecode))  # fmt: skip
+        write_context(context, text, {**plan.files, **bytecode}, site)
         say(f"building {plan.tag} from {plan.base_ref} ...")
         try:
             client.images.build(

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: Bump when the final image's recipe (Dockerfile, labels, layout) changes.
-IMAGE_FORMAT = 1
+IMAGE_FORMAT = 2
 DEFAULT_IMAGE_REPO = "codeact-sandbox"
 BASE_IMAGE_REPO = "codeact-base"
 SANDBOX_USER = f"{SANDBOX_UID}:{SANDBOX_UID}"

@@ -4,6 +4,7 @@ builder, `codeact.image`, ships them; the local backend runs them from a cache d
 from __future__ import annotations
 
 import hashlib
+import py_compile
 import shutil
 import tempfile
 from pathlib import Path
@@ -45,13 +46,18 @@ def kernel_hash(files: tuple[str, ...] = KERNEL_FILES) -> str:
 
 
 def materialize() -> Path:
-    """A directory holding the kernel files flat, keyed by their hash (made once, atomically)."""
+    """A directory holding the kernel files flat (and their bytecode), keyed by their hash (made
+    once, atomically)."""
     target = cache_dir() / f"kernel-{kernel_hash()}"
     if target.is_dir():
         return target
     tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".kernel-"))
     for rel in KERNEL_FILES:
         shutil.copyfile(_PACKAGE / rel, tmp / Path(rel).name)
+        # Their bytecode too (checked against the source's hash, not its time): the kernel runs with
+        # -B, so without it every start compiles them all again.
+        py_compile.compile(str(tmp / Path(rel).name), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
     try:
         tmp.rename(target)
     except OSError:  # another process won the race

@@ -8,8 +8,6 @@ JSON as its text. Caps are the host's (``SandboxConfig.display_*``), applied her
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import sys
@@ -52,13 +50,14 @@ def json_value(value: Any, depth: int = 0) -> Any:
             return sorted(items)
         except TypeError:
             return items
-    # Looked up, not imported: a date or a Decimal exists only once its module was imported.
-    datetime = sys.modules.get("datetime")
-    if datetime is not None and isinstance(value, (datetime.date, datetime.time)):
+    # Looked up, never imported (as numpy below): a date or a Decimal exists only once its module does.
+    dates = sys.modules.get("datetime") or sys.modules.get("_datetime")
+    if dates is not None and isinstance(value, (dates.date, dates.time)):
         return value.isoformat()
-    decimal = sys.modules.get("decimal")
-    if decimal is not None and isinstance(value, decimal.Decimal):
-        return float(value) if value.is_finite() and decimal.Decimal(float(value)) == value else str(value)
+    decimals = sys.modules.get("decimal") or sys.modules.get("_decimal")
+    if decimals is not None and isinstance(value, decimals.Decimal):
+        exact = value.is_finite() and decimals.Decimal(float(value)) == value
+        return float(value) if exact else str(value)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         if isinstance(value, numpy.generic):
@@ -69,6 +68,9 @@ def json_value(value: Any, depth: int = 0) -> Any:
 
 
 def _png(save: Any) -> str:
+    import base64
+    import io
+
     buf = io.BytesIO()
     save(buf)
     return base64.b64encode(buf.getvalue()).decode()
@@ -102,6 +104,8 @@ def _reprs(obj: Any, bundle: dict[str, str]) -> None:
         if data is None:
             continue
         if mime in _BINARY:
+            import base64
+
             data = base64.b64encode(data).decode() if isinstance(data, bytes) else str(data)
         elif mime == "application/json":
             data = json.dumps(json_value(data), default=repr)
