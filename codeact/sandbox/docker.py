@@ -93,7 +93,9 @@ class DockerSandbox:
             raise SandboxUnavailable("the sandbox is not started")
         return self._channel
 
-    def _prepare_dirs(self) -> Path:
+    def _prepare_dirs(self, open_workspace: bool = True) -> Path:
+        """The channel directory, and the workspace directory; with ``open_workspace`` the workspace
+        is opened too (else the caller opens it: it must be before the container starts)."""
         chan_dir = self.session_dir / "chan"
         chan_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.session_dir, 0o711)
@@ -101,8 +103,17 @@ class DockerSandbox:
         if not self.workspace.exists() and not self._workspace.quota and os.geteuid() == 0:
             self.workspace.mkdir(parents=True)  # a fresh plain directory of ours: the sandbox user's
             os.chown(self.workspace, self.config.uid, self.config.uid)
-        self._workspace.open()  # never chowns or chmods a directory the user gave
+        if open_workspace:
+            self._workspace.open()  # never chowns or chmods a directory the user gave
+        elif self._workspace.quota:
+            self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)  # the bind mount's source, for create
         return chan_dir
+
+    def _open_workspace(self, failed: list[BaseException]) -> None:
+        try:
+            self._workspace.open()
+        except BaseException as exc:  # raised by start() once the container is created
+            failed.append(exc)
 
     def sync_out(self, written: list[str], removed: list[str]) -> None:
         """Write a run's files back to a user-given workspace directory (see ``_workspace``)."""
@@ -145,7 +156,7 @@ class DockerSandbox:
         client = _client()
         image, python = sandbox_image(self.config)
         try:
-            chan_dir = self._prepare_dirs()
+            chan_dir = self._prepare_dirs(open_workspace=False)
         except BaseException:
             self.close()
             raise
@@ -156,15 +167,25 @@ class DockerSandbox:
         if self.config.egress is not None:
             self.egress = EgressBroker(chan_dir, self.config.egress, owner_uid=self.config.uid)
             command += ["--egress", str(self.config.egress.port)]
+        # The workspace (a loop mount with a quota: a copy and a mount command) is made while the
+        # engine creates the container, which needs only its directory; the bind happens at start.
+        failed: list[BaseException] = []
+        opening = threading.Thread(target=self._open_workspace, args=(failed,), name="codeact-workspace", daemon=True)
+        opening.start()
         try:
-            created = client.api.create_container(
-                image, command=command, user=f"{self.config.uid}:{self.config.uid}",
-                working_dir="/workspace", hostname="sandbox", environment=dict(KERNEL_ENV), network_disabled=True,
-                labels={LABEL: owner, LABEL_PID: owner.split("-")[0], LABEL_START: owner.split("-")[1],
-                        "codeact.session": self.session_dir.name},
-                host_config=self._host_config(client, chan_dir),
-            )
-            self.container_id = created["Id"]
+            try:
+                created = client.api.create_container(
+                    image, command=command, user=f"{self.config.uid}:{self.config.uid}",
+                    working_dir="/workspace", hostname="sandbox", environment=dict(KERNEL_ENV), network_disabled=True,
+                    labels={LABEL: owner, LABEL_PID: owner.split("-")[0], LABEL_START: owner.split("-")[1],
+                            "codeact.session": self.session_dir.name},
+                    host_config=self._host_config(client, chan_dir),
+                )
+                self.container_id = created["Id"]
+            finally:
+                opening.join()  # never a close (an unmount) while the workspace is being made
+            if failed:
+                raise _WorkspaceFailed(failed[0])
             client.api.start(self.container_id)
             self._channel = listener.accept(30.0, self.config.max_frame_bytes)
         except (DockerException, OSError) as exc:
@@ -173,6 +194,9 @@ class DockerSandbox:
         except SandboxUnavailable:
             self.close()
             raise
+        except _WorkspaceFailed as exc:  # as it came, as when the workspace was made first
+            self.close()
+            raise exc.error from None
         finally:
             listener.close()
 
@@ -225,6 +249,14 @@ class DockerSandbox:
             shutil.rmtree(self.session_dir, ignore_errors=True)
             return
         reap(functools.partial(_remove, container_id, self._workspace), self.session_dir)
+
+
+class _WorkspaceFailed(Exception):
+    """The workspace could not be made (``error``), found once the container was created."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _remove(container_id: str, workspace: Workspace) -> None:
