@@ -11,7 +11,7 @@ from pathlib import Path
 
 from codeact._paths import cache_dir
 
-__all__ = ["KERNEL_FILES", "kernel_hash", "materialize"]
+__all__ = ["KERNEL_FILES", "kernel_args", "kernel_hash", "materialize"]
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -36,6 +36,15 @@ KERNEL_FILES: tuple[str, ...] = (
     "kernel/flow.py",
     "kernel/_flow_rewrite.py",
 )
+
+
+def kernel_args(kernel_dir: str) -> list[str]:
+    """The interpreter's arguments that start the kernel in ``kernel_dir`` (its own arguments follow).
+
+    Imported, not run as a script: a script is compiled from source at every start, a module
+    loads its bytecode. ``-c`` puts the working directory (the workspace) first on ``sys.path``;
+    it is replaced by ``kernel_dir`` before anything is imported from there."""
+    return ["-s", "-B", "-c", f"import sys; sys.path[0] = {kernel_dir!r}; import kernel; kernel.main()"]
 
 
 def kernel_hash(files: tuple[str, ...] = KERNEL_FILES) -> str:

@@ -27,6 +27,7 @@ from .._text import one_line
 from ..errors import SandboxUnavailable
 from ..image import ensure_image, resolve_python
 from ..image.engine import docker_client
+from ..kernel.files import kernel_args
 from ..kernel.protocol import FrameSocket
 from ._channel import ChannelListener
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
@@ -39,6 +40,8 @@ from .reaper import reap
 __all__ = ["DockerSandbox", "sandbox_image"]
 
 _MB = 1024 * 1024
+#: Where the image has the kernel's files (``image/_context.py`` puts them there).
+_KERNEL_DIR = "/opt/codeact"
 CHANNEL_DIR = "/run/codeact"
 _lock = threading.Lock()
 # Under gVisor the container's pids cgroup also holds the sandbox kernel's own (Go) threads: without
@@ -162,7 +165,7 @@ class DockerSandbox:
             raise
         listener = ChannelListener(chan_dir, owner_uid=self.config.uid)
         owner = owner_id()
-        command = [python, "-s", "-B", "/opt/codeact/kernel.py", "--connect",
+        command = [python, *kernel_args(_KERNEL_DIR), "--connect",
                    f"{CHANNEL_DIR}/channel.sock", "--policy", self.config.effective_policy()]
         if self.config.egress is not None:
             self.egress = EgressBroker(chan_dir, self.config.egress, owner_uid=self.config.uid)

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
-from ..kernel.files import materialize
+from ..kernel.files import kernel_args, materialize
 from ..kernel.protocol import FrameSocket
 from . import _bwrap, _confine
 from ._channel import ChannelListener
@@ -119,7 +119,7 @@ class LocalSandbox:
         if self.config.egress is not None:  # without bwrap the loopback is the host's: any free port
             egress = ["--egress", str(self.config.egress.port if self.isolation == "bwrap" else 0)]
         if self.isolation != "bwrap":
-            cmd = [sys.executable, "-s", "-B", str(kernel_dir / "kernel.py"),
+            cmd = [sys.executable, *kernel_args(str(kernel_dir)),
                    "--connect", str(socket_path), "--policy", policy, *egress]
             if policy == "restricted":
                 cmd += ["--extra-path", str(_restricted_package().parent)]
@@ -128,7 +128,7 @@ class LocalSandbox:
         if not ok:
             raise SandboxUnavailable(f"isolation='bwrap': {reason}")
         exe, _prefixes = _bwrap.interpreter()
-        cmd = [exe, "-s", "-B", f"{_bwrap.KERNEL_DIR}/kernel.py",
+        cmd = [exe, *kernel_args(_bwrap.KERNEL_DIR),
                "--connect", str(socket_path), "--policy", policy, *egress]
         extra = None
         if policy == "restricted":

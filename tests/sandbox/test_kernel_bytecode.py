@@ -10,16 +10,17 @@ import sys
 from codeact import Runtime, SandboxConfig
 from codeact.image._context import KERNEL_DIR, PythonInfo, dockerfile, kernel_bytecode
 
-#: In the sandbox: for each kernel module imported at start, whether its bytecode file exists.
+#: In the sandbox: for each kernel module imported at start, whether its bytecode file exists (the
+#: kernel itself too: it is imported, not run as a script, which would be compiled at every start).
 PROBE = ("import os, sys\n"
-         "{n: os.path.exists(sys.modules[n].__cached__) for n in ('protocol', 'client', '_capture', '_reading')}")
+         "{n: os.path.exists(sys.modules[n].__cached__) for n in ('kernel', 'protocol', 'client', '_capture', '_reading')}")
 
 
 def test_the_kernel_modules_load_from_shipped_bytecode(backend: str) -> None:
     with Runtime([], SandboxConfig(backend=backend, policy="none")) as runtime, runtime.session() as session:  # type: ignore[arg-type]
         result = session.run(PROBE)
     assert result.ok, result.error
-    assert result.value == {"protocol": True, "client": True, "_capture": True, "_reading": True}
+    assert result.value == {"kernel": True, "protocol": True, "client": True, "_capture": True, "_reading": True}
 
 
 def test_image_bytecode_is_hash_checked_and_copied() -> None:
