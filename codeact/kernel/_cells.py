@@ -5,7 +5,7 @@ Standard library only.
 
 from __future__ import annotations
 
-import ast
+import _ast as ast  # the parser's node types; the ast module itself costs an idle kernel memory
 import collections
 import re
 import types
@@ -18,6 +18,13 @@ _NOT_EXPRESSION = re.compile(
     r"(?:(?:import|from|def|class|for|while|if|with|try|del|pass|return|raise|global|nonlocal|assert|async"
     r"|break|continue)\b|@|[A-Za-z_][\w.]*[ \t]*(?:[-+*/%&|^@]|//|\*\*|>>|<<)?=(?!=))")
 _POP_TOP: int | None = None
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """``ast.parse(source, filename)`` without the ast module."""
+    tree = compile(source, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)
+    return tree
 
 
 def statements_only(source: str, filename: str) -> types.CodeType | None:
@@ -51,10 +58,11 @@ def compile_plain(tree: ast.Module, filename: str) -> tuple[types.CodeType | Non
     if body and isinstance(body[-1], ast.Expr):
         body, last = body[:-1], body[-1]
     assert last is None or isinstance(last, ast.Expr)
-    exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags)
+    # dont_inherit: a cell must not inherit this module's ``from __future__ import annotations``
+    exec_code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags=flags, dont_inherit=True)
     eval_code = None
     if last is not None:
-        eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags)
+        eval_code = compile(ast.Expression(body=last.value), filename, "eval", flags=flags, dont_inherit=True)
     return exec_code, eval_code
 
 

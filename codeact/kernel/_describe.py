@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import traceback
 from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
@@ -101,6 +100,8 @@ def fitted(done: dict[str, Any], limit: int) -> dict[str, Any]:
 def describe(exc: BaseException, filename: str, tool_names: list[str]) -> dict[str, Any]:
     """The ``done`` frame's ``error`` for ``exc`` raised in the cell ``filename``."""
     name = type(exc).__name__[:200]
+    import traceback  # only once a cell failed: an idle kernel need not hold it
+
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell-")]
     here = [f for f in frames if f.filename == filename]
     lineno = here[-1].lineno if here else None

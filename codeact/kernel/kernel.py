@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import _ast as ast  # the parser's node types; the ast module itself costs an idle kernel memory
 import _signal
-import ast
 import collections
 import linecache
 import os
@@ -29,7 +28,7 @@ from typing import Any
 try:  # flat in the sandbox image; a package when imported on the host
     from . import client, frames, lazy_stubs, protocol, rich_output, running
     from ._capture import Capture, OutputLimit
-    from ._cells import Evaluator, compile_plain, statements_only
+    from ._cells import Evaluator, compile_plain, parse, statements_only
     from ._describe import MAX_MESSAGE, MAX_VALUE, describe, encode_value, fitted, safe_text
     from ._live import PERIOD, LiveOutput
     from ._reading import Reading
@@ -41,7 +40,7 @@ except ImportError:
     import rich_output  # type: ignore[no-redef]
     import running  # type: ignore[no-redef]
     from _capture import Capture, OutputLimit  # type: ignore[no-redef]
-    from _cells import Evaluator, compile_plain, statements_only  # type: ignore[no-redef]
+    from _cells import Evaluator, compile_plain, parse, statements_only  # type: ignore[no-redef]
     from _describe import MAX_MESSAGE, MAX_VALUE, describe, encode_value, fitted, safe_text  # type: ignore[no-redef]
     from _live import PERIOD, LiveOutput  # type: ignore[no-redef]
     from _reading import Reading  # type: ignore[no-redef]
@@ -187,9 +186,9 @@ class Kernel:
                 else None
             eval_code = None
             if tracked:
-                exec_code, eval_code = self._compile_flow(_parse(source, filename), filename)
+                exec_code, eval_code = self._compile_flow(parse(source, filename), filename)
             elif exec_code is None:
-                exec_code, eval_code = self._compile(_parse(source, filename), filename)
+                exec_code, eval_code = self._compile(parse(source, filename), filename)
             if exec_code is not None:
                 self._evaluate(exec_code, self.namespace)
             value = self._evaluate(eval_code, self.namespace) if eval_code is not None else None
