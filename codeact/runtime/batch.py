@@ -80,7 +80,8 @@ class _Runtime(Protocol):
 
 
 def function_code(fn: Callable[..., Any]) -> str:
-    """The code that defines ``fn`` (decorators dropped) and evaluates ``fn(item)`` last."""
+    """The code that defines ``fn`` (decorators dropped) and evaluates ``fn(item)`` last. Its
+    annotations are postponed: they name the caller's imports, which the sandbox need not have."""
     name = getattr(fn, "__name__", "")
     if not name.isidentifier():
         raise TypeError("pass a def function (a lambda's source cannot be shipped) or a code string")
@@ -93,7 +94,7 @@ def function_code(fn: Callable[..., Any]) -> str:
         raise TypeError(f"{name} is not a plain function definition")
     lines = source.splitlines()[node.lineno - 1:]
     call = f"await {name}(item)" if isinstance(node, ast.AsyncFunctionDef) else f"{name}(item)"
-    return "\n".join(lines) + f"\n{call}\n"
+    return "from __future__ import annotations\n" + "\n".join(lines) + f"\n{call}\n"
 
 
 def _harness_failure(exc: BaseException) -> ExecutionResult:
