@@ -18,7 +18,6 @@ from typing import Any
 
 from codeact.kernel import client
 from codeact.kernel.protocol import decode_bounded, encode
-from codeact.runtime._calls import _Once
 from codeact.runtime._loop import LoopThread
 from codeact.runtime.ledger import CallLedger
 from codeact.runtime.toolhost import ToolHost
@@ -46,12 +45,10 @@ def host_inline(host: ToolHost) -> float:
         body = frames[i]
         message = decode_bounded(body, host.limits.max_argument_bytes)
         call_problem(message)
-        front = host._front(ledger, message["name"], message["arguments"], len(body))
-        assert isinstance(front, tuple)
-        record, tool, args, _ = front
-        store.gate.enter(lambda: None)
-        host._run_plain(ledger, record, tool, args, lambda p, i=i: encode({"type": "result", "seq": i, **p}),
-                        _Once(), False)
+        handed = host.dispatch(ledger, message["name"], message["arguments"],
+                               lambda p, i=i: encode({"type": "result", "seq": i, **p}), len(body), inline=True)
+        assert handed is not None and handed[2] is not None  # the inline lane: run on this thread
+        handed[2]()
     return (time.process_time() - start) / N * 1e6
 
 

@@ -28,8 +28,8 @@ sent in the provider's strict subset (the client's ``strict_tools``:
 strict form, or that would pass the provider's per-request limits (Anthropic: 20 strict tools, 24
 optional and 16 union-typed parameters), is sent as it is, without the flag; the tools are taken in
 the order sent (under deferred loading: ``search_tools``, then the tools in the order found). The
-nulls that stand for omitted optional arguments are removed before validation, so records show what
-the model meant.
+nulls that stand for omitted optional arguments are removed before validation (by the host's one
+argument check: ``acall(omitted_nulls=True)``), so records show what the model meant.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from typing import Any
 
 from .. import tracing
 from ..results import ToolCallRecord
+from ..runtime.cutoffs import EPISODE_INTERRUPTED, EPISODE_TIMED_OUT
 from ..runtime.discovery import SEARCH_TOOLS
 from ..runtime.ledger import CallLedger
 from ..runtime.session import Runtime
@@ -199,11 +200,6 @@ class FunctionCallingAgent(AgentBase):
             else:
                 await self._dispatch(runtime, state, response, wire, cache, loaded)
 
-    def _arguments(self, runtime: Runtime, name: str, arguments: Any) -> Any:
-        """What to validate: under strict decoding, without the nulls standing for omitted arguments."""
-        tool = runtime.toolset.get(name) or runtime.host.builtins.get(name)
-        return tool.spec.drop_omitted_nulls(arguments) if self.strict and tool is not None else arguments
-
     async def _dispatch(self, runtime: Runtime, state: EpisodeState, response: ModelResponse,
                         wire: Mapping[str, str], cache: dict[str, Any], loaded: list[str]) -> None:
         host_name = {w: name for name, w in wire.items()}
@@ -215,15 +211,15 @@ class FunctionCallingAgent(AgentBase):
             ledger = events.ledger(cache)  # call_started / call_finished in the trace as they happen
         ledger.trace = tracing.run_trace(own_span=False)  # the calls' spans, under the episode's
         names = [host_name.get(c.name, c.name) for c in runnable]
-        arguments = [self._paged(runtime, n, self._arguments(runtime, n, c.arguments))
-                     for n, c in zip(names, runnable, strict=True)]
+        arguments = [self._paged(runtime, n, c.arguments) for n, c in zip(names, runnable, strict=True)]
         labels = _seen_labels(state.records, arguments) if runtime.flow is not None else [None] * len(arguments)
-        calls = [runtime.host.acall(ledger, n, a, labels=x) for n, a, x in zip(names, arguments, labels, strict=True)]
+        calls = [runtime.host.acall(ledger, n, a, labels=x, omitted_nulls=self.strict)
+                 for n, a, x in zip(names, arguments, labels, strict=True)]
         gathered = self._calls_task = asyncio.gather(*calls)
         try:
             records: list[ToolCallRecord] = list(await asyncio.wait_for(gathered, state.wall_left()))
         except asyncio.TimeoutError:
-            ledger.close_pending("timeout", "the episode's wall-time budget ran out before this call finished")
+            ledger.close_pending(EPISODE_TIMED_OUT)
             state.add_records(ledger.records())
             state.stop_budget("max_wall_s", f"tool calls passed the {state.budget.max_wall_s:g} s wall-time budget")
             return
@@ -231,7 +227,7 @@ class FunctionCallingAgent(AgentBase):
             current = asyncio.current_task()
             if (current is not None and current.cancelling()) or not self._stopped(state):
                 raise  # this task itself was cancelled, not the calls by interrupt()
-            ledger.close_pending("tool_exception", "the episode was interrupted before this call finished")
+            ledger.close_pending(EPISODE_INTERRUPTED)
             state.add_records(ledger.records())
             return
         finally:

@@ -1,20 +1,15 @@
-"""Admission of tool calls: per-tool rate limits, a per-session share of the tool pool, and the
-conversion of validated arguments to a Python tool's annotated types."""
+"""Admission of tool calls: per-tool rate limits and a per-session share of the tool pool."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import threading
 import time
-import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-
-__all__ = ["ArgumentConverter", "RateLimiter", "SessionGate", "converter_for", "fast_check_for"]
+__all__ = ["RateLimiter", "SessionGate"]
 
 
 class RateLimiter:
@@ -119,134 +114,3 @@ class SessionGate:
             if call.lent:
                 self.lent -= 1
             return bool(call.lent)
-
-
-#: Keywords a flat schema may use and still be checked by :func:`fast_check_for`'s checker.
-_FLAT_KEYS = {"type", "properties", "required", "additionalProperties", "description", "title", "$schema"}
-_FIELD_KEYS = {"type", "description", "title", "default"}
-
-
-def _is_integer(v: Any) -> bool:
-    return (type(v) is int) or (type(v) is float and v.is_integer())
-
-
-_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: type(v) is str,
-    "integer": _is_integer,
-    "number": lambda v: type(v) in (int, float),
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-}
-
-
-def _type_check(kind: Any) -> Callable[[Any], bool] | None:
-    """The check for a field's ``type``: one name, or a list of them (``["string", "null"]``, as
-    OpenAPI's ``nullable`` and MCP/OpenAI schemas write it); None for any other value."""
-    if isinstance(kind, str):
-        return _TYPE_CHECKS.get(kind)
-    if not isinstance(kind, list) or not kind or not all(isinstance(k, str) and k in _TYPE_CHECKS for k in kind):
-        return None
-    tests = tuple(_TYPE_CHECKS[k] for k in dict.fromkeys(kind))
-    return tests[0] if len(tests) == 1 else lambda v: any(test(v) for test in tests)
-
-
-def fast_check_for(schema: Any) -> Callable[[dict[str, Any]], bool] | None:
-    """A checker for the common flat schema (an object of string/integer/number/boolean/null fields,
-    or a list of those types), True only when the arguments are certainly valid; None for any other
-    schema. A False answer means "ask the full validator", which lists the problems (so messages
-    never change)."""
-    if not isinstance(schema, dict) or set(schema) - _FLAT_KEYS or schema.get("type") != "object":
-        return None
-    props = schema.get("properties", {})
-    if not isinstance(props, dict) or schema.get("additionalProperties", True) not in (True, False):
-        return None
-    checks: dict[str, Callable[[Any], bool]] = {}
-    for name, sub in props.items():
-        test = _type_check(sub.get("type")) if isinstance(sub, dict) and not set(sub) - _FIELD_KEYS else None
-        if test is None:
-            return None
-        checks[name] = test
-    listed = schema.get("required", [])
-    if not isinstance(listed, list) or not all(isinstance(key, str) for key in listed):
-        return None
-    required = frozenset(listed)
-    closed = schema.get("additionalProperties", True) is False
-
-    def check(args: dict[str, Any]) -> bool:
-        if not required.issubset(args):
-            return False
-        for key, value in args.items():
-            test = checks.get(key)
-            if test is None:
-                if closed:
-                    return False
-            elif not test(value):
-                return False
-        return True
-
-    return check
-
-
-class ArgumentConverter:
-    """Converts validated JSON arguments to a Python function's annotated parameter types with
-    pydantic in lax mode: ``1.0`` → ``1`` for ``int``, ``2`` → ``2.0`` for ``float``, a dict → a
-    model for a pydantic-model parameter. Only the arguments given are returned (the function's
-    own defaults fill the rest)."""
-
-    def __init__(self, model: type[BaseModel] | None, numbers: dict[str, type]) -> None:
-        self._model = model
-        self._numbers = numbers  # parameters annotated plain int/float: converted without pydantic
-
-    def __call__(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Raises ``ValueError`` with one line per problem when a value cannot be converted."""
-        if self._model is None:
-            out = args
-            for key, want in self._numbers.items():
-                value: Any = args.get(key)
-                if type(value) is not want and type(value) in (int, float):
-                    if out is args:
-                        out = dict(args)
-                    out[key] = want(value) if want is float or value.is_integer() else value
-            return out
-        try:
-            converted = self._model.model_validate(args)
-        except ValidationError as exc:
-            problems = [f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:20]]
-            raise ValueError("; ".join(problems)) from None
-        fields = converted.__dict__
-        return {k: fields[k] if k in fields else v for k, v in args.items()}
-
-
-_SIMPLE = (str, bool, type(None))
-
-
-def converter_for(fn: Callable[..., Any]) -> ArgumentConverter | None:
-    """A converter for ``fn``'s annotated parameters, or None when nothing would change (no
-    annotations, only ``str``/``bool``/``Any``, or hints that cannot be resolved)."""
-    try:
-        hints = typing.get_type_hints(fn)
-        params = inspect.signature(fn).parameters
-    except Exception:  # unresolvable forward references, builtins without signatures
-        return None
-    fields: dict[str, Any] = {}
-    numbers: dict[str, type] = {}
-    for name, param in params.items():
-        hint = hints.get(name)
-        if hint is None or hint is Any or hint in _SIMPLE:
-            continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            continue
-        fields[name] = (hint, None)
-        if hint in (int, float):
-            numbers[name] = hint
-    if not fields:
-        return None
-    if len(numbers) == len(fields):  # the common case, and the hot path: no pydantic needed
-        return ArgumentConverter(None, numbers)
-    try:
-        model = create_model(
-            f"_{getattr(fn, '__name__', 'tool')}_args",
-            __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"), **fields)
-    except Exception:
-        return None
-    return ArgumentConverter(model, numbers)

@@ -13,7 +13,6 @@ from pydantic_core import to_jsonable_python
 
 from .._text import valid_json, valid_text
 from ..errors import ToolError
-from ..kernel.protocol import MAX_DEPTH, RefusedArguments, too_deep
 from ..results import ToolCallError, ToolCallRecord, bounded_value
 from ._admission import SessionGate
 from .toolset import Tool
@@ -214,20 +213,3 @@ async def _enter(gate: SessionGate) -> None:
         if granted.done() and not granted.cancelled():
             gate.leave()
         raise
-
-
-def _measure(arguments: Any) -> tuple[int, RefusedArguments | None]:
-    """The JSON size of arguments given as Python objects, and why they are refused, if they are."""
-    if too_deep(arguments, MAX_DEPTH):
-        return 0, RefusedArguments(f"arguments nest deeper than {MAX_DEPTH} levels")
-    try:
-        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, default=_no_json)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return 0, RefusedArguments(f"arguments are not JSON: {exc}"[:300])
-    if valid_text(text) is not text:  # as the frame decoder refuses them (kernel/protocol.py)
-        return len(text), RefusedArguments("arguments hold a lone surrogate (text that is not valid Unicode)")
-    return len(text), None
-
-
-def _no_json(value: Any) -> Any:
-    raise TypeError(f"a {type(value).__name__} is not JSON")

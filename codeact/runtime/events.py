@@ -227,9 +227,9 @@ _INTERRUPT_EVERY_S = 0.5
 class ObservedLedger(CallLedger):
     """A ledger that reports each call when it opens (``on_open``) and when it ends (``on_finish``).
 
-    ``open`` (``open_running`` in the inline lane) runs on the thread that received the call before
-    the call is dispatched, so a call's start is always reported before its end. ``on_finish`` may
-    run on any thread.
+    ``opened`` (called by ``arrive``, the one way a call comes in) runs on the thread that received
+    the call before the call is dispatched, so a call's start is always reported before its end.
+    ``on_finish`` may run on any thread.
     """
 
     def __init__(self, cache: CallStore | dict[str, Any] | None, on_open: Callable[[ToolCallRecord], None],
@@ -237,17 +237,9 @@ class ObservedLedger(CallLedger):
         super().__init__(cache, prefix)
         self._on_open, self._on_finish = on_open, on_finish
 
-    def open(self, name: str, arguments: Any) -> ToolCallRecord:
-        record = super().open(name, arguments)
+    def opened(self, record: ToolCallRecord) -> None:
+        super().opened(record)
         self._on_open(record)
-        return record
-
-    def open_running(self, name: str, arguments: Any, size: int, max_calls: int, max_bytes: int,
-                     max_in_flight: int, limit: int | None) -> ToolCallRecord | None:
-        record = super().open_running(name, arguments, size, max_calls, max_bytes, max_in_flight, limit)
-        if record is not None:
-            self._on_open(record)
-        return record
 
     def finish(self, record: ToolCallRecord, *, result: Any = None, error: ToolCallError | None = None,
                cached: bool = False) -> bool:

@@ -5,9 +5,10 @@ the call-id sequence (ids are unique within a session, so a later run can name a
 the answers of cacheable calls, the full text of results too large to send to the sandbox, and the
 session's share of the tool pool (its in-flight count and :class:`SessionGate`).
 
-A record ends exactly once (``finish``); a call whose record ended before it started (its run was
-over, or it timed out while queued) never starts (``begin`` says so), so the ledger never shows a
-call as unfinished that later ran.
+A call comes in through one door, ``arrive`` (the run's bounds; its record opened, or its refusal
+recorded). A record ends exactly once (``finish``); a call whose record ended before it started
+(its run was over, or it timed out while queued) never starts (``begin`` says so), so the ledger
+never shows a call as unfinished that later ran.
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from .._text import valid_text
+from ..errors import ToolError
 from ..results import ToolCallError, ToolCallRecord
 from ..tracing import RunTrace
+from ._accepted import Refusal
 from ._admission import SessionGate
+from ._calls import _error
+from .cutoffs import Ending
+from .limits import CallLimits
 
 if TYPE_CHECKING:
     from .flow import FlowApprover
@@ -167,48 +174,47 @@ class CallLedger:
         """Session-wide answers of cacheable tools, keyed by name and canonical arguments."""
         return self.store.cache
 
-    def open(self, name: str, arguments: Any) -> ToolCallRecord:
+    def arrive(self, name: str, arguments: Any, size: int, limits: CallLimits,
+               problem: ToolError | None = None, early: bool = False) -> ToolCallRecord | Refusal:
+        """The one way in for a call: count it against the run's bounds and record it. Returns its
+        record, open, or the refusal (recorded and ended, except past ``max_calls_per_run``).
+
+        ``size``: its argument bytes; ``problem``: why the front refuses it, if it does, ``early``
+        when that is its arguments' size or form, which comes before the run's bounds (the record
+        then keeps only their size); any other problem comes after them."""
         with self._lock:
+            self.arrived += 1
+            if self.arrived > limits.max_calls_per_run:
+                return Refusal.of(None, ToolCallError(
+                    code="permission_denied", message=f"more than {limits.max_calls_per_run} tool calls in one "
+                    "run; the rest are refused and not recorded"))
+            over = self.argument_bytes + size > limits.max_run_argument_bytes
+            if not over:
+                self.argument_bytes += size
+            if not early:
+                if over:
+                    problem = ToolError("permission_denied", f"the arguments of this run's calls exceed "
+                                        f"{limits.max_run_argument_bytes} bytes in all; pass large data through files")
+                elif self.store.in_flight >= limits.max_in_flight_per_session:
+                    problem = ToolError("rate_limited", f"more than {limits.max_in_flight_per_session} calls of "
+                                        "this session are in flight; wait for some to finish", retryable=True)
+            if problem is not None:
+                name = valid_text(str(name)[:200])
+                arguments = {"truncated": True, "bytes": size} if early else stand_in(arguments, size)
             record = _new_record(f"{self._prefix}_{self.store.opened()}", name, arguments)
             self._records.append(record)
             self._started[record.id] = time.perf_counter()
             self.counts[name] = self.counts.get(name, 0) + 1
+        self.opened(record)
+        if problem is None:
+            return record
+        self.finish(record, error=_error(problem))
+        return Refusal.of(record, record.error or _error(problem))
+
+    def opened(self, record: ToolCallRecord) -> None:
+        """A record was opened (on the thread the call arrived on, before anything can end it)."""
         if self.trace is not None:
             self.trace.opened(record)
-        return record
-
-    def open_running(self, name: str, arguments: Any, size: int, max_calls: int, max_bytes: int,
-                     max_in_flight: int, limit: int | None) -> ToolCallRecord | None:
-        """:meth:`arrive` and :meth:`open` in one step, for a call about to run on this thread
-        (which then calls :meth:`start`, as any call does when it runs); None, with nothing
-        counted, when arrive would refuse it or :meth:`start` surely would (the caller then takes
-        the call through the steps one by one, which record the refusal)."""
-        store = self.store
-        with self._lock:
-            admitted = self._admitted.get(name, 0)
-            if (self.arrived >= max_calls or self.argument_bytes + size > max_bytes
-                    or store.in_flight >= max_in_flight or (limit is not None and admitted >= limit)):
-                return None
-            self.arrived += 1
-            self.argument_bytes += size
-            record = _new_record(f"{self._prefix}_{store.opened()}", name, arguments)
-            self._records.append(record)
-            self._started[record.id] = time.perf_counter()
-            self.counts[name] = self.counts.get(name, 0) + 1
-        if self.trace is not None:
-            self.trace.opened(record)
-        return record
-
-    def arrive(self, size: int, max_calls: int, max_bytes: int) -> str | None:
-        """Count one arriving call of ``size`` argument bytes; the reason it is refused, if it is."""
-        with self._lock:
-            self.arrived += 1
-            if self.arrived > max_calls:
-                return "calls"
-            if self.argument_bytes + size > max_bytes:
-                return "bytes"
-            self.argument_bytes += size
-            return None
 
     def begin(self, record: ToolCallRecord) -> bool:
         """Mark the call as started; False if its record has ended already (it must not run)."""
@@ -273,15 +279,14 @@ class CallLedger:
             self.trace.finished(record)
         return True
 
-    def close_pending(self, code: str, message: str) -> None:
-        """End every call still in flight (the run ended before they answered); those not yet
-        started never will."""
+    def close_pending(self, ending: Ending) -> None:
+        """End every call still in flight (the run or episode ended before they answered) as
+        ``ending`` says (``runtime/cutoffs.py``); those not yet started never will."""
         with self._lock:
             self.ended = True
             pending = [(r, r.id in self._begun) for r in self._records if not r.finished]
         for record, begun in pending:
-            text = message if begun else message.replace("finished", "started") + " (it was not run)"
-            self.finish(record, error=ToolCallError(code=code, message=text, retryable=code == "timeout"))
+            self.finish(record, error=(ending.running if begun else ending.queued).error())
 
     def records(self) -> list[ToolCallRecord]:
         """Copies of the records so far (calls may still be in flight)."""

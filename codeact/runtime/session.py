@@ -28,7 +28,7 @@ from ..sandbox.reaper import drain as drain_reaper
 from ..tool_stubs.catalog import DEFAULT_PROMPT_BUDGET
 from ..tool_stubs.check import Checker, CheckMode, has_errors
 from ..tool_stubs.check.tier2 import TypeCheck, ty_binary
-from . import _check, _lifecycle, _retained, _rich
+from . import _check, _lifecycle, _retained, _rich, cutoffs
 from . import events as _events
 from ._calls import _retrieved
 from ._files import WorkspaceSnapshot, snapshot, written_files
@@ -782,8 +782,7 @@ def _assemble(outcome: RunOutcome, ledger: CallLedger, config: SandboxConfig, ti
         termination, reason = "interrupted", f"the run was interrupted on request{lost}"
     if termination == "timeout" and error is not None and error.type == "KeyboardInterrupt":
         error = _timed_out(error, timeout_s)  # the interrupt was the timeout's, not a person's
-    ledger.close_pending("timeout" if termination == "timeout" else "tool_exception",
-                         f"the run ended ({termination}) before this call finished")
+    ledger.close_pending(cutoffs.run_ended(termination))
     fields: dict[str, Any] = {}
     if done is not None:
         cap = config.output_cap

@@ -2,13 +2,16 @@
 bound → lookup → validate → permit → admit → execute → record → reply.
 
 Calls from sandboxed code (``dispatch``) and from a JSON function-calling loop (``acall``) share
-it: the same bounds, validation, policies, records and error mapping. The front (bound, lookup,
-validate) runs on the caller's thread; *execute* then runs a plain sync tool on that very thread
-(the inline lane, ``_inline.py``: the same steps fused, when the tool was quick lately and the
-session has a slot) or on a pool thread (one hand-off; the caller enforces its timeout either way),
-or goes through the host's event loop (permission hooks, rate limits, the cache, retries, async
-tools). Whatever a tool raises, even ``SystemExit`` or ``KeyboardInterrupt``, becomes a
-``tool_exception`` record; nothing a tool does stops the loop or the pool.
+it: the same bounds, validation, policies, records and error mapping. The front (``_front``) runs on
+the caller's thread and decides everything once: the bounds (the ledger's ``arrive``), the tool, the
+arguments (``_arguments.check_arguments``), and the lane (``_accepted.Lane``). It gives an
+``Accepted`` call, which its lane executes without deciding anything again: a plain sync tool on
+that very thread (the inline lane: when the tool was quick lately and the session has a slot) or on
+a pool thread (one hand-off; the caller enforces its timeout either way), the host's own tools on
+the caller's thread, and every other call through the host's event loop (permission hooks, rate
+limits, the cache, retries, async tools). Whatever a tool raises, even ``SystemExit`` or
+``KeyboardInterrupt``, becomes a ``tool_exception`` record; nothing a tool does stops the loop or
+the pool. What a call cut short records (a timeout, a cancellation) is ``cutoffs.py``'s.
 
 Under a data-flow policy (``flow``, ``runtime/flow.py``) every call goes through the loop (no
 plain path, no inline lane) and *permit* judges it with ``flow.evaluate`` first: one check for
@@ -26,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
-import functools
 import inspect
 import random
 import time
@@ -34,31 +36,19 @@ from collections.abc import Callable
 from typing import Any
 
 from .._text import valid_text
-from ..errors import ToolArgumentsError, ToolDefinitionError, ToolError
-from ..kernel.protocol import RefusedArguments
+from ..errors import ToolError
 from ..results import FlowDecision, ToolCallError, ToolCallRecord, oversized_json
 from ..sandbox.driver import CallDeadline  # a plain call's timeout, kept by whoever dispatched it
 from ..tool_stubs import ToolSpec
 from ..tool_stubs.hints import unknown_tool_message
-from ._admission import RateLimiter, SessionGate, converter_for, fast_check_for
-from ._calls import (
-    _describe,
-    _enter,
-    _error,
-    _guarded,
-    _invoke,
-    _jsonable,
-    _max_calls_error,
-    _measure,
-    _Once,
-    _Refusal,
-    _refusal,
-    _retrieved,
-)
-from ._inline import inline_call
+from ._accepted import Accepted, Lane, Refusal
+from ._admission import RateLimiter, SessionGate
+from ._arguments import ArgumentCheck, ArgumentsRefused, check_arguments
+from ._calls import _describe, _enter, _error, _guarded, _invoke, _jsonable, _max_calls_error, _Once, _retrieved
 from ._loop import LoopThread
+from .cutoffs import CANCELLED, NOT_STARTED, RUNTIME_CLOSED, tool_timeout
 from .flow import FlowApprover, FlowCall, FlowPolicy, FlowVerdict, Labels, evaluate, wire_call
-from .ledger import CallLedger, CallStore, cache_key, stand_in
+from .ledger import CallLedger, CallStore, cache_key
 from .limits import CallLimits
 from .toolset import Tool, Toolset
 
@@ -111,20 +101,15 @@ _READ_RESULT_SPEC = ToolSpec(
 )
 
 
-#: What happens to one accepted call: (record, its tool's route, converted arguments, whether it is a built-in).
-_Accepted = tuple[ToolCallRecord, "_Route", dict[str, Any], bool]
-
-
 class _Route:
     """What the pipeline needs of one tool, worked out at its first call and kept while the tool,
     its spec and its policy stay the same objects (each call then costs one dict lookup)."""
 
-    __slots__ = ("check", "converter", "fn", "name", "plain", "policy", "spec", "timeout_s", "tool")
+    __slots__ = ("check", "fn", "name", "plain", "policy", "spec", "timeout_s", "tool")
 
     def __init__(self, host: ToolHost, tool: Tool) -> None:
         self.tool, self.spec, self.policy, self.fn, self.name = tool, tool.spec, tool.policy, tool.fn, tool.name
-        self.check = fast_check_for(tool.spec.input_schema)
-        self.converter = converter_for(tool.fn) if tool.fn is not None else None
+        self.check = ArgumentCheck(tool.spec, tool.fn)
         self.timeout_s = host.timeout_of(tool)
         policy = tool.policy
         # The pool's size bounds the fast path; a tighter max_concurrency needs the loop's semaphore.
@@ -134,6 +119,37 @@ class _Route:
 
     def current(self, tool: Tool) -> bool:
         return self.tool is tool and self.spec is tool.spec and self.policy is tool.policy and self.fn is tool.fn
+
+
+class _PlainCall(_Once):
+    """A plain call on the inline or the pool lane: its work (``run``, on whichever thread runs it;
+    ``start`` puts it on the pool) and its expiry (``expire``), which race to claim the session's
+    slot back (see :class:`_Once`)."""
+
+    __slots__ = ("call", "host", "ledger", "pooled", "reply")
+
+    def __init__(self, host: ToolHost, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None],
+                 pooled: bool) -> None:
+        super().__init__()
+        self.host, self.ledger, self.call, self.reply, self.pooled = host, ledger, call, reply, pooled
+
+    def run(self) -> None:
+        self.host._run_plain(self.ledger, self.call, self.reply, self, self.pooled)
+
+    def expire(self) -> None:
+        self.host._expire(self.ledger, self.call, self.reply, self, self.pooled)
+
+    def start(self) -> None:
+        """Given the session's slot: on to the pool (``SessionGate.enter``'s start, never raising)."""
+        host, ledger = self.host, self.ledger
+        try:
+            host.loop.pool.run_soon(self.run)
+        except RuntimeError:  # the runtime is closing
+            record = self.call.record
+            if host._closed_call(ledger, record):
+                self.reply(host._payload(ledger, record))
+            if self.claim():
+                ledger.store.gate.leave()
 
 
 class ToolHost:
@@ -191,27 +207,32 @@ class ToolHost:
         the caller's to enforce: call the returned deadline's callback when it passes (a late
         answer is dropped). ``labels``: the call frame's data-flow labels (checked by the driver).
         """
-        if inline and size is not None and self.labels_off:
-            lane = inline_call(self, ledger, name, arguments, reply, size)
-            if lane is not None:
-                return lane
-        front = self._front_or_fault(ledger, name, arguments, size, labels)
-        if isinstance(front, _Refusal):
-            reply(front.payload)
+        call = self._front_or_fault(ledger, name, arguments, size, labels, Lane.INLINE if inline else Lane.POOL)
+        if type(call) is Refusal:
+            reply(call.payload)
             return None
-        record, route, args, builtin = front
-        tool = route.tool
-        if builtin:
-            self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
+        assert type(call) is Accepted
+        return self.execute(ledger, call, reply)
+
+    def execute(self, ledger: CallLedger, call: Accepted,
+                reply: Callable[[dict[str, Any]], None]) -> CallDeadline | None:
+        """Run an accepted call on its lane; ``reply`` exactly once. A plain call gives back its
+        deadline (and, on :attr:`Lane.INLINE`, the work for the caller's thread), as ``dispatch``."""
+        lane = call.lane
+        if lane is Lane.INLINE or lane is Lane.POOL:
+            plain = _PlainCall(self, ledger, call, reply, lane is Lane.POOL)
+            ledger.holds.append((call.record, plain, plain.pooled))
+            deadline = time.monotonic() + call.route.timeout_s
+            if plain.pooled:
+                ledger.store.gate.enter(plain.start)
+                return deadline, plain.expire, None
+            return deadline, plain.expire, plain.run
+        record = call.record
+        if lane is Lane.BUILTIN:
+            self._run_builtin(ledger, call)
             reply(self._payload(ledger, record))
             return None
-        if route.plain:
-            once = _Once()
-            ledger.holds.append((record, once, True))
-            ledger.store.gate.enter(functools.partial(self._start_plain, ledger, record, route, args, reply, once))
-            return time.monotonic() + route.timeout_s, \
-                functools.partial(self._expire, ledger, record, route, reply, once, True), None
-        work = self._back(ledger, record, tool, args)
+        work = self._back(ledger, call)
         try:
             future = self.loop.submit(work)
         except RuntimeError:  # the runtime is closing
@@ -222,106 +243,96 @@ class ToolHost:
         future.add_done_callback(lambda _f: reply(self._payload(ledger, record)))
         return None
 
-    async def acall(self, ledger: CallLedger, name: str, arguments: Any, labels: Any = None) -> ToolCallRecord:
+    async def acall(self, ledger: CallLedger, name: str, arguments: Any, labels: Any = None, *,
+                    omitted_nulls: bool = False) -> ToolCallRecord:
         """Run one call from a JSON function-calling loop; the same pipeline as :meth:`dispatch`.
         Returns the call's record, ended (a call refused before it was recorded gets a record
-        of its own, outside the ledger). ``labels``: as a call frame's (``{"args", "pc"}``)."""
-        front = self._front_or_fault(ledger, name, arguments, None, labels)
-        if isinstance(front, _Refusal):
-            if front.record is not None:
-                return front.record
-            error = ToolCallError.model_validate(front.payload["error"])
+        of its own, outside the ledger). ``labels``: as a call frame's (``{"args", "pc"}``);
+        ``omitted_nulls``: the arguments come from strict decoding (its nulls for omitted arguments go)."""
+        call = self._front_or_fault(ledger, name, arguments, None, labels, Lane.LOOP, omitted_nulls)
+        if type(call) is Refusal:
+            if call.record is not None:
+                return call.record
+            error = ToolCallError.model_validate(call.payload["error"])
             return ToolCallRecord(id="refused", name=valid_text(str(name)[:200]), arguments=None, ok=False, error=error,
                                   finished=True)
-        record, route, args, builtin = front
-        tool = route.tool
-        if builtin:
-            self._finish(ledger, record, lambda: (self._builtin(tool, ledger.store, args), False))
-            return record
-        work = self._back(ledger, record, tool, args)
+        assert type(call) is Accepted
+        if call.lane is Lane.BUILTIN:
+            self._run_builtin(ledger, call)
+            return call.record
+        work = self._back(ledger, call)
         if asyncio.get_running_loop() is self.loop.loop:
             await work
         else:
             await asyncio.wrap_future(self.loop.submit(work))
-        return record
+        return call.record
 
     def call(self, ledger: CallLedger, name: str, arguments: Any) -> ToolCallRecord:
         """Run one call synchronously (from any thread but the loop's)."""
         return self.loop.run(self.acall(ledger, name, arguments))
 
-    # -- the front: bound → lookup → validate --------------------------------------------------
-    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None,
-               labels: Any = None) -> _Accepted | _Refusal:
-        """Record the call and return what to run, or the refusal payload (recorded when it can be)."""
-        refused: RefusedArguments | None = arguments if isinstance(arguments, RefusedArguments) else None
-        if size is None:
-            size, refused = _measure(arguments)
+    # -- the front: bound → lookup → validate → lane ---------------------------------------------
+    def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None, labels: Any = None,
+               via: Lane = Lane.LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
+        """Decide everything about one arriving call, once: its bounds, its tool, its arguments
+        (``_arguments.check_arguments``), its record (``CallLedger.arrive``) and its lane, the
+        fastest ``via`` allows (INLINE: a plain tool, quick lately, with the session's slot free,
+        which it then holds; POOL: a plain tool; LOOP: every other). Returns the accepted call,
+        or the refusal (recorded when it can be)."""
         limits = self.limits
-        bound = ledger.arrive(size, limits.max_calls_per_run, limits.max_run_argument_bytes)
-        if bound == "calls":
-            return _Refusal(None, _refusal("permission_denied", f"more than {limits.max_calls_per_run} tool calls "
-                                           "in one run; the rest are refused and not recorded"))
-        error: ToolError | None = None
-        kept: Any = None  # what the record keeps of refused arguments
-        if refused is not None or size > limits.max_argument_bytes:
-            arguments = kept = {"truncated": True, "bytes": size}
-            error = ToolError("invalid_arguments", refused.reason if refused is not None and refused.reason else (
-                f"arguments of {size} bytes exceed the limit of {limits.max_argument_bytes}; "
-                "pass large data through files in the workspace"))
-        elif bound == "bytes":
-            error = ToolError("permission_denied", f"the arguments of this run's calls exceed "
-                              f"{limits.max_run_argument_bytes} bytes in all; pass large data through files")
-        elif ledger.store.in_flight >= limits.max_in_flight_per_session:
-            error = ToolError("rate_limited", f"more than {limits.max_in_flight_per_session} calls of this session "
-                              "are in flight; wait for some to finish", retryable=True)
-        elif ledger.store.gate.lent >= limits.max_lent_threads_per_session:
-            error = ToolError("rate_limited", f"{ledger.store.gate.lent} calls of this session still hold host "
-                              "threads past their timeout (the most it may hold); new calls are refused until "
-                              "some return", retryable=True)
         tool = self.toolset.get(name)
         builtin = tool is None and name in self.builtins
-        tool = tool or self.builtins.get(name)
-        if error is None and tool is None:
-            error = ToolError("unknown_tool", unknown_tool_message(name, self.toolset.names,
-                                                                   searchable="search_tools" in self.builtins))
-        args: dict[str, Any] = {}
-        route = None
-        if error is None and tool is not None:
-            try:
-                route = self._route(tool)
-                args = self._convert(route, self._validate(route, arguments))
-            except ToolArgumentsError as exc:
-                error = ToolError("invalid_arguments", "; ".join(exc.problems))
-            except ToolDefinitionError as exc:  # the tool's own schema is broken: not the caller's fault
-                error = ToolError("tool_exception", str(exc))
-            except ValueError as exc:
-                error = ToolError("invalid_arguments", str(exc))
-            except Exception as exc:  # a bug in codeact (its fast check, the validator): this call fails, not the run
-                error = ToolError("tool_exception", f"internal error checking the arguments: {_describe(exc)}")
-        if error is not None:
-            record = ledger.open(valid_text(str(name)[:200]), kept if kept is not None else stand_in(arguments, size))
-            ledger.finish(record, error=_error(error))
-            return _Refusal(record, {"ok": False, "error": record.error.model_dump() if record.error else {}})
-        assert route is not None
-        record = ledger.open(name, arguments)
+        if builtin:
+            tool = self.builtins[name]
+        route = self._route(tool) if tool is not None else None
+        problem: ToolError | None = None
+        early = False
+        try:
+            args, size, arguments = check_arguments(route.check if route is not None else None, arguments, size,
+                                                    limits.max_argument_bytes, omitted_nulls=omitted_nulls)
+        except ArgumentsRefused as refused:
+            args, size, arguments = {}, refused.size, refused.arguments
+            problem, early = refused.error, refused.early
+        gate = ledger.store.gate
+        if not early:  # after the run's bounds (the ledger's): the lent threads, then the lookup
+            if gate.lent >= limits.max_lent_threads_per_session:
+                problem = ToolError("rate_limited", f"{gate.lent} calls of this session still hold host threads "
+                                    "past their timeout (the most it may hold); new calls are refused until some "
+                                    "return", retryable=True)
+            elif route is None:
+                problem = ToolError("unknown_tool", unknown_tool_message(name, self.toolset.names,
+                                                                         searchable="search_tools" in self.builtins))
+        record = ledger.arrive(name, arguments, size, limits, problem, early)
+        if type(record) is Refusal:
+            return record
+        assert type(record) is ToolCallRecord and route is not None
         if not self.labels_off:
             self._label(ledger, record, route.tool, args, arguments, labels, builtin)
-        return record, route, args, builtin
+        if builtin:
+            lane = Lane.BUILTIN
+        elif via is Lane.LOOP or not route.plain:
+            lane = Lane.LOOP
+        elif via is Lane.INLINE and self._fast(route.name) and gate.try_enter():
+            lane = Lane.INLINE
+        else:
+            lane = Lane.POOL
+        return Accepted(record, route, args, lane)
 
-    def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any,
-                        size: int | None, labels: Any = None) -> _Accepted | _Refusal:
+    def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any, size: int | None,
+                        labels: Any = None, via: Lane = Lane.LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
         """:meth:`_front`, never raising: an unexpected exception there (a bug in codeact) fails the
         call as ``tool_exception``, recorded when it can be, and the run goes on."""
         try:
-            return self._front(ledger, name, arguments, size, labels)
+            return self._front(ledger, name, arguments, size, labels, via, omitted_nulls)
         except Exception as exc:
-            payload = _refusal("tool_exception", f"internal error accepting the call: {_describe(exc)}")
+            error = ToolError("tool_exception", f"internal error accepting the call: {_describe(exc)}")
             try:
-                record = ledger.open(valid_text(str(name)[:200]), None)
-                ledger.finish(record, error=ToolCallError.model_validate(payload["error"]))
+                refused = ledger.arrive(name, None, 0, self.limits, error)
             except Exception:
-                return _Refusal(None, payload)
-            return _Refusal(record, payload)
+                refused = None
+            if type(refused) is Refusal and refused.record is not None:
+                return refused
+            return Refusal.of(None, _error(error))
 
     # -- data-flow labels (``runtime.flow``) -------------------------------------------------------
     def _label(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
@@ -388,26 +399,13 @@ class ToolHost:
             route = self._routes[id(tool)] = _Route(self, tool)
         return route
 
-    @staticmethod
-    def _validate(route: _Route, arguments: Any) -> dict[str, Any]:
-        """The spec's validation, with a compiled fast check for flat schemas: only arguments it
-        cannot vouch for go through the full validator, for its problem list."""
-        if route.check is not None and type(arguments) is dict and route.check(arguments):
-            return dict(arguments)
-        return route.spec.validate_arguments(arguments)
-
     def arguments_for(self, tool: Tool, arguments: Any) -> dict[str, Any]:
-        """``arguments`` validated and converted as a call of ``tool`` passes them to it (and keys
-        them in the cache); raises ToolArgumentsError or ValueError as a call would be refused."""
-        route = self._route(tool)
-        return self._convert(route, self._validate(route, arguments))
-
-    @staticmethod
-    def _convert(route: _Route, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated arguments in the types a Python tool's annotations ask for (pydantic, lax mode:
-        ``1.0`` reaches an ``int`` parameter as ``1``)."""
-        converter = route.converter
-        return args if converter is None or not args else converter(args)
+        """``arguments`` checked and converted as a call of ``tool`` passes them to it (and keys
+        them in the cache); raises ValueError as a call would be refused."""
+        try:
+            return check_arguments(self._route(tool).check, arguments, 0, self.limits.max_argument_bytes)[0]
+        except ArgumentsRefused as exc:
+            raise ValueError(exc.error.message) from None
 
     # -- execute: on a pool thread ---------------------------------------------------------------
     def _fast(self, name: str) -> bool:
@@ -418,25 +416,16 @@ class ToolHost:
         since = self._inline_since.get(name)
         return since is None or time.perf_counter() - since < INLINE_BUDGET_S
 
-    def _start_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
-                     reply: Callable[[dict[str, Any]], None], once: _Once) -> None:
-        try:
-            self.loop.pool.run_soon(functools.partial(self._run_plain, ledger, record, route, args, reply, once))
-        except RuntimeError:  # the runtime is closing
-            if self._closed_call(ledger, record):
-                reply(self._payload(ledger, record))
-            if once.claim():
-                ledger.store.gate.leave()
-
-    def _run_plain(self, ledger: CallLedger, record: ToolCallRecord, route: _Route, args: dict[str, Any],
-                   reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool = True) -> None:
+    def _run_plain(self, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None],
+                   once: _Once, pooled: bool) -> None:
         """A plain call, on a pool thread (``pooled``) or on the thread that read its frame (the
-        inline lane, ``runtime/_inline.py``): admit, run, record, reply."""
+        inline lane): admit, run, record, reply. The same steps on either lane, so the same record."""
+        record, route = call.record, call.route
         try:
             admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it
                 return
-            fn, name = route.fn, route.name
+            fn, name, args = route.fn, route.name, call.args
             assert fn is not None
             if ledger.trace is not None:  # the call's span is current while the tool runs
                 fn = ledger.trace.wrap(record, fn)
@@ -475,11 +464,11 @@ class ToolHost:
         elif pooled:
             self._slow.discard(name)
 
-    def _expire(self, ledger: CallLedger, record: ToolCallRecord, route: _Route,
-                reply: Callable[[dict[str, Any]], None], once: _Once, pooled: bool) -> None:
-        error = ToolCallError(code="timeout", message=f"{route.name!r} did not answer within {route.timeout_s} s",
-                              retryable=True)
-        if ledger.finish(record, error=error):
+    def _expire(self, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None], once: _Once,
+                pooled: bool) -> None:
+        """A plain call past its timeout (the caller keeps the deadline): recorded as such, and let go."""
+        record, route = call.record, call.route
+        if ledger.finish(record, error=tool_timeout(route.name, route.timeout_s).error()):
             reply(self._payload(ledger, record))
         self._let_go(ledger, record, once, pooled)
 
@@ -511,8 +500,9 @@ class ToolHost:
         ledger.holds.clear()
 
     # -- execute: through the loop --------------------------------------------------------------
-    async def _back(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any]) -> None:
-        """permit → admit → execute → record, for one recorded call; never raises."""
+    async def _back(self, ledger: CallLedger, call: Accepted) -> None:
+        """permit → admit → execute → record, for one accepted call (the loop's lane); never raises."""
+        record, tool, args = call.record, call.route.tool, call.args
         try:
             await self._permit(tool, args, record, ledger.flow_ask)
             if not ledger.admit(tool.name, tool.policy.max_calls):
@@ -525,9 +515,7 @@ class ToolHost:
         except ToolError as exc:
             ledger.finish(record, error=_error(exc))
         except asyncio.CancelledError:  # the runtime is closing, or the caller gave the call up
-            ledger.finish(record, error=ToolCallError(
-                code="tool_exception", message="the call was cancelled before it finished "
-                                               "(its caller was interrupted, or the runtime closed)"))
+            ledger.finish(record, error=CANCELLED.error())
         except BaseException as exc:  # a bug here or in a tool: data, not a host crash
             ledger.finish(record, error=ToolCallError(code="tool_exception", message=_describe(exc)))
 
@@ -631,7 +619,7 @@ class ToolHost:
             kept = False  # the slot stays with a call abandoned past the session's cap of lent threads
             try:
                 if not ledger.begin(record):  # its run ended while it waited: it never runs
-                    raise ToolError("timeout", "the run ended before this call started")
+                    raise NOT_STARTED.exception()
                 fn, name = tool.fn, tool.name
                 if ledger.trace is not None:  # the call's span is current while the tool runs
                     fn = ledger.trace.wrap(record, fn, tool.is_async)
@@ -648,7 +636,7 @@ class ToolHost:
                     raise
                 if not done:
                     kept = self._abandon(work, job, gate)
-                    raise ToolError("timeout", f"{name!r} did not answer within {timeout} s", retryable=True)
+                    raise tool_timeout(name, timeout).exception()
                 result = work.result()
             finally:
                 if not kept:
@@ -691,8 +679,12 @@ class ToolHost:
         return ledger.finish(record, result=result, cached=cached)
 
     def _closed_call(self, ledger: CallLedger, record: ToolCallRecord) -> bool:
-        return ledger.finish(record, error=ToolCallError(
-            code="tool_exception", message="the runtime closed before this call finished"))
+        return ledger.finish(record, error=RUNTIME_CLOSED.error())
+
+    def _run_builtin(self, ledger: CallLedger, call: Accepted) -> None:
+        """The builtin lane: the host's own tool answers on the caller's thread."""
+        tool, args = call.route.tool, call.args
+        self._finish(ledger, call.record, lambda: (self._builtin(tool, ledger.store, args), False))
 
     # -- large results ---------------------------------------------------------------------------
     @property

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from codeact import Runtime, Tool, Toolset, ToolSpec
-from codeact.runtime import toolhost
-from codeact.runtime._admission import fast_check_for
+from codeact.runtime import _arguments, toolhost
+from codeact.runtime._arguments import fast_check_for
 from codeact.runtime.ledger import CallLedger
 from tests._configs import LOCAL
 
@@ -72,7 +72,7 @@ def test_an_exception_in_the_front_fails_the_call_not_the_run(
         runtime: Runtime, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """Fault injection: the fast check (inside validate) or the unknown-tool hint (outside it) raises."""
     runtime.host._routes.clear()  # the fast check is compiled (and would raise) at a tool's first call
-    monkeypatch.setattr(toolhost, where, _broken)
+    monkeypatch.setattr(_arguments if where == "fast_check_for" else toolhost, where, _broken)
     call = 'find(q="a")' if where == "fast_check_for" else '__codeact_call__("nope", {"q": "a"})'
     code = f"""
 try:

@@ -1,10 +1,11 @@
-"""The inline lane (``runtime/_inline.py``) fuses the pipeline's steps for a plain call run on the
-reading thread; it must never decide anything the full pipeline would decide differently. The same
-sequence of calls, dispatched with and without ``inline``, gives the same records and replies, for
-calls the lane takes and for every kind of call it hands to the full front."""
+"""The tool host's front decides everything about a call once and gives an ``Accepted`` call with
+its lane (``runtime/_accepted.py``); the lanes only execute it. A plain call on the inline lane (the
+thread that read its frame) and on the pool lane gives the same record and reply, and the front
+picks the lane: inline only when asked, for a plain tool quick lately, with the session's slot."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from codeact import Runtime, ToolError, tool
+from codeact.runtime._accepted import Accepted, Lane
+from codeact.runtime.cutoffs import run_ended
 from codeact.runtime.ledger import CallLedger
 from tests._configs import LOCAL
 
@@ -119,25 +122,60 @@ def test_the_lane_takes_plain_calls_and_records_as_the_full_front(rt: Runtime) -
     {"max_argument_bytes": 10},          # one call's arguments
     {"max_in_flight_per_session": 0},    # the session's calls in flight
 ])
-def test_every_bound_the_lane_declines_is_refused_as_by_the_full_front(rt: Runtime, limits: dict[str, int]) -> None:
+def test_every_bound_refuses_alike_whichever_lane_was_asked(rt: Runtime, limits: dict[str, int]) -> None:
     lane = _settled(rt, inline=True, **limits)
     full = _settled(rt, inline=False, **limits)
     assert lane == full
     assert any(not r[3] for r in lane[0]) or len(lane[0]) < len(CALLS)
 
 
-def test_the_lane_counts_nothing_when_it_declines(rt: Runtime) -> None:
-    ledger = CallLedger(rt.host.new_store())
-    assert ledger.open_running("add", {"a": 1}, 10, max_calls=0, max_bytes=100, max_in_flight=5, limit=None) is None
-    assert ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=5, max_in_flight=5, limit=None) is None
-    assert ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=100, max_in_flight=0, limit=None) is None
-    assert ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=100, max_in_flight=5, limit=0) is None
-    assert (ledger.arrived, ledger.argument_bytes, ledger.store.in_flight, ledger.final_records()) == (0, 0, 0, [])
-    record = ledger.open_running("add", {"a": 1}, 10, max_calls=5, max_bytes=100, max_in_flight=5, limit=1)
-    assert record is not None
-    assert (ledger.arrived, ledger.argument_bytes, ledger.store.in_flight, ledger.count("add")) == (1, 10, 1, 1)
-    assert ledger.start(record, 1) is True  # begun and admitted when it runs, as any call
-    assert not ledger.admit("add", 1)  # admitted once already
+def _record(record: Any) -> tuple[Any, ...]:
+    return (record.name, record.arguments, record.ok, record.result, record.error, record.finished, record.labels)
+
+
+@pytest.mark.parametrize("call", [("add", {"a": 2.0, "b": 1}), ("twice", {"x": 1}), ("fails", {"x": 7}),
+                                  ("unsendable", {"x": 1})])
+def test_one_accepted_call_gives_the_same_record_on_the_inline_and_the_pool_lane(
+        rt: Runtime, call: tuple[str, Any]) -> None:
+    host = rt.host
+    seen: dict[Lane, tuple[Any, ...]] = {}
+    for via in (Lane.INLINE, Lane.POOL):
+        ledger = CallLedger(host.new_store())
+        accepted = host._front(ledger, *call, 20, via=via)
+        assert isinstance(accepted, Accepted) and accepted.lane is via
+        replies: list[Any] = []
+        answered = threading.Event()
+
+        def reply(payload: Any, replies: list[Any] = replies, answered: threading.Event = answered) -> None:
+            replies.append(payload)
+            answered.set()
+
+        handed = host.execute(ledger, accepted, reply)
+        assert handed is not None and (handed[2] is not None) is (via is Lane.INLINE)
+        if handed[2] is not None:
+            handed[2]()  # the reading thread runs it
+        assert answered.wait(10)
+        (record,) = ledger.final_records()
+        seen[via] = (_record(record), replies)
+        assert ledger.store.gate.running == 0 and ledger.store.in_flight == 0
+    assert seen[Lane.INLINE] == seen[Lane.POOL]
+
+
+def test_the_front_picks_the_lane(rt: Runtime) -> None:
+    host = rt.host
+    ledger = CallLedger(host.new_store())
+    lanes = [host._front(ledger, name, arguments, 20, via=via)
+             for name, arguments, via in [("add", {"a": 1}, Lane.INLINE), ("add", {"a": 1}, Lane.POOL),
+                                          ("add", {"a": 1}, Lane.LOOP), ("read_result", {"call_id": "x"}, Lane.INLINE)]]
+    assert [c.lane for c in lanes if isinstance(c, Accepted)] == [Lane.INLINE, Lane.POOL, Lane.LOOP, Lane.BUILTIN]
+    assert ledger.store.gate.running == 1  # the inline call holds the session's slot (its lane gives it back)
+    ledger.store.gate.leave()
+    gate = ledger.store.gate
+    held = [gate.try_enter() for _ in range(gate.limit)]  # the session's share is in use
+    assert all(held)
+    assert host._front(ledger, "add", {"a": 1}, 20, via=Lane.INLINE).lane is Lane.POOL  # type: ignore[union-attr]
+    for _ in held:
+        gate.leave()
 
 
 def test_a_lane_call_whose_run_ended_before_it_started_never_runs(rt: Runtime) -> None:
@@ -160,7 +198,7 @@ def test_a_lane_call_whose_run_ended_before_it_started_never_runs(rt: Runtime) -
         replies: list[Any] = []
         handed = runtime.host.dispatch(ledger, "effect", {"x": 1}, replies.append, 10, inline=True)
         assert handed is not None and handed[2] is not None
-        ledger.close_pending("tool_exception", "the run ended before this call finished")
+        ledger.close_pending(run_ended("killed"))
         handed[2]()
         assert ran == [] and replies == []
         (record,) = ledger.final_records()
@@ -168,9 +206,9 @@ def test_a_lane_call_whose_run_ended_before_it_started_never_runs(rt: Runtime) -
         assert ledger.store.gate.running == 0 and ledger.store.in_flight == 0
 
 
-def test_a_fault_in_the_lanes_ledger_step_is_answered_like_the_full_fronts(rt: Runtime) -> None:
-    """An observer's hook that raises when a call opens: the lane gives its slot back and the
-    full front answers the call as ``tool_exception``; the run is not killed."""
+def test_a_fault_in_the_ledger_step_is_answered_and_holds_no_slot(rt: Runtime) -> None:
+    """An observer's hook that raises when a call opens: the front answers the call as
+    ``tool_exception``, no lane holds the session's slot, and the run is not killed."""
     from codeact.runtime.events import ObservedLedger
 
     def boom(record: Any) -> None:

@@ -6,64 +6,79 @@ from __future__ import annotations
 import json
 import threading
 import types
+from typing import Any
 
 import pytest
 
-from codeact.results import ToolCallError
+from codeact.errors import ToolError
+from codeact.results import ToolCallError, ToolCallRecord
+from codeact.runtime import cutoffs
 from codeact.runtime import ledger as ledger_module
+from codeact.runtime._accepted import Refusal
 from codeact.runtime.ledger import CallLedger, CallStore, cache_key, stand_in
+from codeact.runtime.limits import CallLimits
 
 
-def test_arrive_allows_exactly_max_calls_then_refuses() -> None:
+def _open(ledger: CallLedger, name: str, arguments: Any = None, size: int = 0, **limits: int) -> ToolCallRecord:
+    record = ledger.arrive(name, arguments, size, CallLimits(**limits))
+    assert isinstance(record, ToolCallRecord)
+    return record
+
+
+def _refused(ledger: CallLedger, size: int, problem: ToolError | None = None, early: bool = False,
+             **limits: int) -> Refusal:
+    refusal = ledger.arrive("t", {"a": 1}, size, CallLimits(**limits), problem, early)
+    assert isinstance(refusal, Refusal)
+    return refusal
+
+
+def test_arrive_allows_exactly_max_calls_then_refuses_unrecorded() -> None:
     ledger = CallLedger()
-    assert [ledger.arrive(1, 3, 100) for _ in range(3)] == [None, None, None]
-    assert ledger.arrive(1, 3, 100) == "calls"
-    assert ledger.arrived == 4 and ledger.argument_bytes == 3
+    assert [_open(ledger, "t", {}, 1, max_calls_per_run=3).id for _ in range(3)] == ["call_1", "call_2", "call_3"]
+    refusal = _refused(ledger, 1, max_calls_per_run=3)
+    assert refusal.record is None and refusal.payload["error"]["code"] == "permission_denied"
+    assert ledger.arrived == 4 and ledger.argument_bytes == 3 and len(ledger.final_records()) == 3
 
 
-def test_arrive_allows_exactly_max_bytes_then_refuses() -> None:
+def test_arrive_allows_exactly_max_bytes_then_refuses_recorded() -> None:
     ledger = CallLedger()
-    assert ledger.arrive(6, 10, 10) is None
-    assert ledger.arrive(4, 10, 10) is None  # 10 of 10: at the bound, allowed
-    assert ledger.arrive(1, 10, 10) == "bytes"  # a refused call's bytes are not counted
-    assert ledger.argument_bytes == 10
-    assert CallLedger().arrive(11, 10, 10) == "bytes"
+    _open(ledger, "t", {}, 6, max_run_argument_bytes=10)
+    _open(ledger, "t", {}, 4, max_run_argument_bytes=10)  # 10 of 10: at the bound, allowed
+    refusal = _refused(ledger, 1, max_run_argument_bytes=10)  # a refused call's bytes are not counted
+    assert refusal.record is not None and refusal.record.finished and refusal.record.error is not None
+    assert refusal.record.error.code == "permission_denied" and "in all" in refusal.record.error.message
+    assert refusal.payload == {"ok": False, "error": refusal.record.error.model_dump()}
+    assert ledger.argument_bytes == 10 and ledger.store.in_flight == 2
+    assert _refused(CallLedger(), 11, max_run_argument_bytes=10).record is not None
 
 
-def test_open_running_bounds_are_exact() -> None:
+def test_arrive_allows_exactly_max_in_flight_then_refuses() -> None:
     ledger = CallLedger()
-    args = (10, 3, 100, 50, None)
-    first = ledger.open_running("t", {}, *args)
-    assert first is not None and first.id == "call_1" and first.name == "t"
-    assert ledger.arrived == 1 and ledger.argument_bytes == 10 and ledger.store.in_flight == 1
-    assert ledger.open_running("t", {}, 90, 3, 100, 50, None) is not None  # 100 of 100 bytes
-    assert ledger.open_running("t", {}, 1, 3, 100, 50, None) is None  # 101: refused, nothing counted
-    assert ledger.arrived == 2 and ledger.argument_bytes == 100 and ledger.store.in_flight == 2
-    assert ledger.counts == {"t": 2}
+    first = _open(ledger, "a", 1, max_in_flight_per_session=1)
+    refusal = _refused(ledger, 0, max_in_flight_per_session=1)  # one in flight of 1
+    assert refusal.record is not None and refusal.record.error is not None
+    assert refusal.record.error.code == "rate_limited" and refusal.record.error.retryable
+    assert ledger.store.in_flight == 1
+    ledger.finish(first, result=None)
+    assert ledger.store.in_flight == 0
+    _open(ledger, "a", 3, max_in_flight_per_session=1)
+    assert ledger.counts == {"a": 2, "t": 1}
 
 
-def test_open_running_max_calls_and_in_flight_boundaries() -> None:
-    ledger = CallLedger()
-    assert ledger.open_running("a", 1, 0, 2, 100, 9, None) is not None
-    assert ledger.open_running("a", 2, 0, 2, 100, 9, None) is not None
-    assert ledger.open_running("a", 3, 0, 2, 100, 9, None) is None  # the third of max_calls=2
-    other = CallLedger()
-    assert other.open_running("a", 1, 0, 9, 100, 1, None) is not None
-    assert other.open_running("a", 2, 0, 9, 100, 1, None) is None  # one in flight of 1
-    other.finish(other.records()[0].model_copy(), result=None)  # a copy: not this ledger's record
-    assert other.store.in_flight == 0
-    assert other.open_running("a", 3, 0, 9, 100, 1, None) is not None
-
-
-def test_open_running_tool_limit_counts_admitted_calls_only() -> None:
-    ledger = CallLedger()
-    record = ledger.open_running("t", {}, 0, 9, 100, 9, 1)
-    assert record is not None
-    # open_running does not admit: the limit is reached only once start admitted the call.
-    assert ledger.open_running("t", {}, 0, 9, 100, 9, 1) is not None
-    assert ledger.start(record, 1) is True
-    assert ledger.open_running("t", {}, 0, 9, 100, 9, 1) is None
-    assert ledger.open_running("u", {}, 0, 9, 100, 9, 1) is not None  # each tool its own count
+def test_arrive_puts_an_early_problem_before_the_bounds_and_a_late_one_after() -> None:
+    bad = ToolError("invalid_arguments", "too big")
+    early = _refused(CallLedger(), 11, bad, early=True, max_run_argument_bytes=10)
+    assert early.payload["error"]["message"] == "too big"
+    assert early.record is not None and early.record.arguments == {"truncated": True, "bytes": 11}
+    late = _refused(CallLedger(), 11, bad, max_run_argument_bytes=10)
+    assert late.payload["error"]["code"] == "permission_denied"  # the run's bound comes first
+    alone = _refused(CallLedger(), 5, bad)
+    assert alone.payload["error"]["message"] == "too big"
+    assert alone.record is not None and alone.record.arguments == {"a": 1}  # small: kept as given
+    big = CallLedger().arrive("\ud800" + "n" * 300, ["x" * 2000], 2010, CallLimits(), bad)
+    assert isinstance(big, Refusal) and big.record is not None
+    assert len(big.record.name) == 200 and big.record.name[0] == "\ufffd"
+    assert big.record.arguments["truncated"] and len(big.record.arguments["preview"]) == 512
 
 
 def test_admit_allows_exactly_limit_per_tool() -> None:
@@ -76,22 +91,22 @@ def test_admit_allows_exactly_limit_per_tool() -> None:
 
 def test_start_and_begin_refuse_an_ended_record() -> None:
     ledger = CallLedger()
-    record = ledger.open("t", {})
-    other = ledger.open("t", {})
+    record = _open(ledger, "t", {})
+    other = _open(ledger, "t", {})
     assert not ledger.begun(record)
     assert ledger.start(record, 1) is True and ledger.begun(record)
     assert ledger.start(other, 1) is False  # the tool's limit of 1 is used up
-    ended = ledger.open("t", {})
+    ended = _open(ledger, "t", {})
     assert ledger.finish(ended, error=ToolCallError(code="timeout", message="m")) is True
     assert ledger.start(ended, None) is None and ledger.begin(ended) is False and not ledger.begun(ended)
-    fresh = ledger.open("u", {})
+    fresh = _open(ledger, "u", {})
     assert ledger.begin(fresh) is True and ledger.begun(fresh)
 
 
 def test_ids_are_sequential_across_ledgers_of_one_store() -> None:
     store = CallStore()
     first, second = CallLedger(store), CallLedger(store, prefix="x")
-    assert [first.open("a", {}).id, second.open("a", {}).id, first.open("b", {}).id] == ["call_1", "x_2", "call_3"]
+    assert [_open(first, "a", {}).id, _open(second, "a", {}).id, _open(first, "b", {}).id] == ["call_1", "x_2", "call_3"]
     assert store.in_flight == 3 and first.counts == {"a": 1, "b": 1} and first.count("a") == 1
     assert first.count("zzz") == 0
 
@@ -106,14 +121,14 @@ def test_store_of_a_plain_dict_is_made_once_and_shares_the_cache() -> None:
 
 def test_finish_ends_once_and_gives_back_the_in_flight_count() -> None:
     ledger = CallLedger()
-    record = ledger.open("t", {"a": 1})
+    record = _open(ledger, "t", {"a": 1})
     assert ledger.finish(record, result={"r": 1}) is True
     assert record.finished and record.ok and record.result == {"r": 1} and record.error is None
     assert not record.cached and record.duration_ms >= 0
     assert ledger.store.in_flight == 0
     assert ledger.finish(record, error=ToolCallError(code="x", message="y")) is False
     assert record.ok and ledger.store.in_flight == 0  # the second end changes nothing
-    failed = ledger.open("t", {})
+    failed = _open(ledger, "t", {})
     ledger.finish(failed, result="ignored", error=ToolCallError(code="bad", message="no"), cached=True)
     assert not failed.ok and failed.result is None and failed.error is not None and failed.cached
     assert {"ok", "result", "error", "cached", "finished", "duration_ms"} <= failed.model_fields_set
@@ -122,7 +137,7 @@ def test_finish_ends_once_and_gives_back_the_in_flight_count() -> None:
 def test_a_new_record_and_ledger_start_blank() -> None:
     ledger = CallLedger()
     assert not ledger.ended and ledger.arrived == 0 and ledger.holds == [] and ledger.trace is None
-    ledger.open("t", {"a": 1})
+    _open(ledger, "t", {"a": 1})
     (copy,) = ledger.records()
     assert (copy.ok, copy.result, copy.error, copy.duration_ms, copy.cached, copy.finished) == (
         False, None, None, 0.0, False, False)
@@ -133,14 +148,14 @@ def test_duration_is_in_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter([10.0, 99.0, 10.25])  # open; finish's fallback start; finish
     monkeypatch.setattr(ledger_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
     ledger = CallLedger()
-    record = ledger.open("t", {})
+    record = _open(ledger, "t", {})
     ledger.finish(record, result=1)
     assert record.duration_ms == 250.0
 
 
 def test_finish_cuts_long_messages_at_the_bound() -> None:
     ledger = CallLedger()
-    exact, longer = ledger.open("t", {}), ledger.open("t", {})
+    exact, longer = _open(ledger, "t", {}), _open(ledger, "t", {})
     ledger.finish(exact, error=ToolCallError(code="c", message="m" * 4000))
     ledger.finish(longer, error=ToolCallError(code="c", message="m" * 4001))
     assert exact.error is not None and exact.error.message == "m" * 4000
@@ -149,25 +164,26 @@ def test_finish_cuts_long_messages_at_the_bound() -> None:
 
 def test_close_pending_ends_begun_and_unbegun_calls_differently() -> None:
     ledger = CallLedger()
-    done, running, queued = ledger.open("t", {}), ledger.open("t", {}), ledger.open("t", {})
+    done, running, queued = _open(ledger, "t", {}), _open(ledger, "t", {}), _open(ledger, "t", {})
     ledger.finish(done, result=1)
     ledger.begin(running)
-    ledger.close_pending("timeout", "the run finished first")
+    ledger.close_pending(cutoffs.run_ended("timeout"))
     assert ledger.ended
-    assert running.error is not None and running.error.message == "the run finished first"
+    assert running.error is not None and running.error.message == "the run ended (timeout) before this call finished"
     assert running.error.retryable and running.error.code == "timeout"
-    assert queued.error is not None and queued.error.message == "the run started first (it was not run)"
+    assert queued.error is not None and queued.error.retryable
+    assert queued.error.message == "the run ended (timeout) before this call started (it was not run)"
     assert done.ok and done.result == 1
     other = CallLedger()
-    pending = other.open("t", {})
-    other.close_pending("cancelled", "m")
-    assert pending.error is not None and not pending.error.retryable
+    pending = _open(other, "t", {})
+    other.close_pending(cutoffs.EPISODE_INTERRUPTED)
+    assert pending.error is not None and not pending.error.retryable and pending.error.code == "tool_exception"
     assert other.store.in_flight == 0
 
 
 def test_records_are_copies_and_final_records_shallow() -> None:
     ledger = CallLedger()
-    record = ledger.open("t", {"k": [1]})
+    record = _open(ledger, "t", {"k": [1]})
     copies = ledger.records()
     copies[0].arguments["k"].append(2)
     assert record.arguments == {"k": [1]}
