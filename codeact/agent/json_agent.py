@@ -44,7 +44,7 @@ from typing import Any
 
 from .. import tracing
 from ..results import ToolCallRecord
-from ..runtime.cutoffs import EPISODE_INTERRUPTED, EPISODE_TIMED_OUT
+from ..runtime.cutoffs import EPISODE_INTERRUPTED, EPISODE_TIMED_OUT, UNFINISHED
 from ..runtime.discovery import SEARCH_TOOLS
 from ..runtime.ledger import CallLedger
 from ..runtime.session import Runtime
@@ -274,9 +274,7 @@ class FunctionCallingAgent(AgentBase):
 
     def _result(self, call_id: str, record: ToolCallRecord, ledger: CallLedger | None = None) -> ToolResult:
         if not record.ok:
-            error = record.error.model_dump() if record.error else {"code": "tool_exception",
-                                                                    "message": "the call did not finish",
-                                                                    "retryable": False}
+            error = (record.error or UNFINISHED.error()).model_dump()
             return ToolResult(call_id=call_id, content=json.dumps(error, ensure_ascii=False), is_error=True)
         value = record.result
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)

@@ -14,8 +14,8 @@ from typing import NamedTuple
 from ..errors import ToolError
 from ..results import ToolCallError
 
-__all__ = ["CANCELLED", "EPISODE_INTERRUPTED", "EPISODE_TIMED_OUT", "NOT_STARTED", "RUNTIME_CLOSED", "Cutoff",
-           "Ending", "run_ended", "tool_timeout"]
+__all__ = ["CANCELLED", "EPISODE_INTERRUPTED", "EPISODE_TIMED_OUT", "NOT_STARTED", "RUNTIME_CLOSED", "UNFINISHED",
+           "Cutoff", "Ending", "run_ended", "tool_timeout"]
 
 
 class Cutoff(NamedTuple):
@@ -54,6 +54,8 @@ CANCELLED = Cutoff("tool_exception", "the call was cancelled before it finished 
                                      "(its caller was interrupted, or the runtime closed)")
 #: A call the runtime, closing, would no longer run.
 RUNTIME_CLOSED = Cutoff("tool_exception", "the runtime closed before this call finished")
+#: What a reply says of a record that ended without an error of its own, or never ended.
+UNFINISHED = Cutoff("tool_exception", "the call did not finish")
 
 
 def _ending(code: str, why: str) -> Ending:

@@ -46,7 +46,7 @@ from ._admission import RateLimiter, SessionGate
 from ._arguments import ArgumentCheck, ArgumentsRefused, check_arguments
 from ._calls import _describe, _enter, _error, _guarded, _invoke, _jsonable, _max_calls_error, _Once, _retrieved
 from ._loop import LoopThread
-from .cutoffs import CANCELLED, NOT_STARTED, RUNTIME_CLOSED, tool_timeout
+from .cutoffs import CANCELLED, NOT_STARTED, RUNTIME_CLOSED, UNFINISHED, tool_timeout
 from .flow import FlowApprover, FlowCall, FlowPolicy, FlowVerdict, Labels, evaluate, wire_call
 from .ledger import CallLedger, CallStore, cache_key
 from .limits import CallLimits
@@ -66,6 +66,9 @@ _DEFAULT_LIMITS = CallLimits()
 INLINE_BUDGET_S = 0.001
 #: An upstream asking to wait longer than this before a retry gets its error passed on instead.
 _MAX_RETRY_WAIT_S = 30.0
+
+#: The lanes, as module constants (read on every call).
+_INLINE, _POOL, _LOOP, _BUILTIN = Lane.INLINE, Lane.POOL, Lane.LOOP, Lane.BUILTIN
 
 _READ_RESULT_SPEC = ToolSpec(
     name=READ_RESULT,
@@ -207,7 +210,7 @@ class ToolHost:
         the caller's to enforce: call the returned deadline's callback when it passes (a late
         answer is dropped). ``labels``: the call frame's data-flow labels (checked by the driver).
         """
-        call = self._front_or_fault(ledger, name, arguments, size, labels, Lane.INLINE if inline else Lane.POOL)
+        call = self._front_or_fault(ledger, name, arguments, size, labels, _INLINE if inline else _POOL)
         if type(call) is Refusal:
             reply(call.payload)
             return None
@@ -219,8 +222,8 @@ class ToolHost:
         """Run an accepted call on its lane; ``reply`` exactly once. A plain call gives back its
         deadline (and, on :attr:`Lane.INLINE`, the work for the caller's thread), as ``dispatch``."""
         lane = call.lane
-        if lane is Lane.INLINE or lane is Lane.POOL:
-            plain = _PlainCall(self, ledger, call, reply, lane is Lane.POOL)
+        if lane is _INLINE or lane is _POOL:
+            plain = _PlainCall(self, ledger, call, reply, lane is _POOL)
             ledger.holds.append((call.record, plain, plain.pooled))
             deadline = time.monotonic() + call.route.timeout_s
             if plain.pooled:
@@ -228,7 +231,7 @@ class ToolHost:
                 return deadline, plain.expire, None
             return deadline, plain.expire, plain.run
         record = call.record
-        if lane is Lane.BUILTIN:
+        if lane is _BUILTIN:
             self._run_builtin(ledger, call)
             reply(self._payload(ledger, record))
             return None
@@ -249,7 +252,7 @@ class ToolHost:
         Returns the call's record, ended (a call refused before it was recorded gets a record
         of its own, outside the ledger). ``labels``: as a call frame's (``{"args", "pc"}``);
         ``omitted_nulls``: the arguments come from strict decoding (its nulls for omitted arguments go)."""
-        call = self._front_or_fault(ledger, name, arguments, None, labels, Lane.LOOP, omitted_nulls)
+        call = self._front_or_fault(ledger, name, arguments, None, labels, _LOOP, omitted_nulls)
         if type(call) is Refusal:
             if call.record is not None:
                 return call.record
@@ -257,7 +260,7 @@ class ToolHost:
             return ToolCallRecord(id="refused", name=valid_text(str(name)[:200]), arguments=None, ok=False, error=error,
                                   finished=True)
         assert type(call) is Accepted
-        if call.lane is Lane.BUILTIN:
+        if call.lane is _BUILTIN:
             self._run_builtin(ledger, call)
             return call.record
         work = self._back(ledger, call)
@@ -273,7 +276,7 @@ class ToolHost:
 
     # -- the front: bound → lookup → validate → lane ---------------------------------------------
     def _front(self, ledger: CallLedger, name: str, arguments: Any, size: int | None, labels: Any = None,
-               via: Lane = Lane.LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
+               via: Lane = _LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
         """Decide everything about one arriving call, once: its bounds, its tool, its arguments
         (``_arguments.check_arguments``), its record (``CallLedger.arrive``) and its lane, the
         fastest ``via`` allows (INLINE: a plain tool, quick lately, with the session's slot free,
@@ -309,17 +312,17 @@ class ToolHost:
         if not self.labels_off:
             self._label(ledger, record, route.tool, args, arguments, labels, builtin)
         if builtin:
-            lane = Lane.BUILTIN
-        elif via is Lane.LOOP or not route.plain:
-            lane = Lane.LOOP
-        elif via is Lane.INLINE and self._fast(route.name) and gate.try_enter():
-            lane = Lane.INLINE
+            lane = _BUILTIN
+        elif via is _LOOP or not route.plain:
+            lane = _LOOP
+        elif via is _INLINE and self._fast(route.name) and gate.try_enter():
+            lane = _INLINE
         else:
-            lane = Lane.POOL
+            lane = _POOL
         return Accepted(record, route, args, lane)
 
     def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any, size: int | None,
-                        labels: Any = None, via: Lane = Lane.LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
+                        labels: Any = None, via: Lane = _LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
         """:meth:`_front`, never raising: an unexpected exception there (a bug in codeact) fails the
         call as ``tool_exception``, recorded when it can be, and the run goes on."""
         try:
@@ -718,7 +721,7 @@ class ToolHost:
 
     def _answer(self, ledger: CallLedger, record: ToolCallRecord) -> dict[str, Any]:
         if not record.ok:
-            error = record.error or ToolCallError(code="tool_exception", message="the call did not finish")
+            error = record.error or UNFINISHED.error()
             return {"ok": False, "error": error.model_dump()}
         if record.name in self.builtins and record.name not in self.toolset:
             return {"ok": True, "value": record.result}  # pages are sized to fit already
