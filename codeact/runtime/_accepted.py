@@ -6,7 +6,7 @@ anything about the call again."""
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, final
 
 from ..results import ToolCallError, ToolCallRecord
 
@@ -26,6 +26,7 @@ class Lane(enum.Enum):
     LOOP = "loop"
 
 
+@final
 class Accepted:
     """One call past the front: recorded, its arguments checked and converted, its lane chosen
     (for :attr:`Lane.INLINE`, with the session's slot already taken). ``route`` is the host's
@@ -37,6 +38,7 @@ class Accepted:
         self.record, self.route, self.args, self.lane = record, route, args, lane
 
 
+@final
 class Refusal:
     """A call refused at the front: its record (None when not even recorded) and its reply."""
 

@@ -129,18 +129,21 @@ class _PlainCall(_Once):
     ``start`` puts it on the pool) and its expiry (``expire``), which race to claim the session's
     slot back (see :class:`_Once`)."""
 
-    __slots__ = ("call", "host", "ledger", "pooled", "reply")
+    __slots__ = ("args", "host", "ledger", "pooled", "record", "reply", "route")
 
     def __init__(self, host: ToolHost, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None],
                  pooled: bool) -> None:
         super().__init__()
-        self.host, self.ledger, self.call, self.reply, self.pooled = host, ledger, call, reply, pooled
+        # The accepted call's parts, not the Accepted: one object fewer kept alive per call
+        # (the ledger holds this one until the run ends), so fewer garbage collections.
+        self.record, self.route, self.args = call.record, call.route, call.args
+        self.host, self.ledger, self.reply, self.pooled = host, ledger, reply, pooled
 
     def run(self) -> None:
-        self.host._run_plain(self.ledger, self.call, self.reply, self, self.pooled)
+        self.host._run_plain(self)
 
     def expire(self) -> None:
-        self.host._expire(self.ledger, self.call, self.reply, self, self.pooled)
+        self.host._expire(self)
 
     def start(self) -> None:
         """Given the session's slot: on to the pool (``SessionGate.enter``'s start, never raising)."""
@@ -148,7 +151,7 @@ class _PlainCall(_Once):
         try:
             host.loop.pool.run_soon(self.run)
         except RuntimeError:  # the runtime is closing
-            record = self.call.record
+            record = self.record
             if host._closed_call(ledger, record):
                 self.reply(host._payload(ledger, record))
             if self.claim():
@@ -210,11 +213,13 @@ class ToolHost:
         the caller's to enforce: call the returned deadline's callback when it passes (a late
         answer is dropped). ``labels``: the call frame's data-flow labels (checked by the driver).
         """
-        call = self._front_or_fault(ledger, name, arguments, size, labels, _INLINE if inline else _POOL)
+        try:
+            call = self._front(ledger, name, arguments, size, labels, _INLINE if inline else _POOL)
+        except Exception as exc:
+            call = self._fault(ledger, name, exc)
         if type(call) is Refusal:
             reply(call.payload)
             return None
-        assert type(call) is Accepted
         return self.execute(ledger, call, reply)
 
     def execute(self, ledger: CallLedger, call: Accepted,
@@ -252,14 +257,16 @@ class ToolHost:
         Returns the call's record, ended (a call refused before it was recorded gets a record
         of its own, outside the ledger). ``labels``: as a call frame's (``{"args", "pc"}``);
         ``omitted_nulls``: the arguments come from strict decoding (its nulls for omitted arguments go)."""
-        call = self._front_or_fault(ledger, name, arguments, None, labels, _LOOP, omitted_nulls)
+        try:
+            call = self._front(ledger, name, arguments, None, labels, _LOOP, omitted_nulls)
+        except Exception as exc:
+            call = self._fault(ledger, name, exc)
         if type(call) is Refusal:
             if call.record is not None:
                 return call.record
             error = ToolCallError.model_validate(call.payload["error"])
             return ToolCallRecord(id="refused", name=valid_text(str(name)[:200]), arguments=None, ok=False, error=error,
                                   finished=True)
-        assert type(call) is Accepted
         if call.lane is _BUILTIN:
             self._run_builtin(ledger, call)
             return call.record
@@ -308,7 +315,7 @@ class ToolHost:
         record = ledger.arrive(name, arguments, size, limits, problem, early)
         if type(record) is Refusal:
             return record
-        assert type(record) is ToolCallRecord and route is not None
+        assert route is not None
         if not self.labels_off:
             self._label(ledger, record, route.tool, args, arguments, labels, builtin)
         if builtin:
@@ -321,21 +328,17 @@ class ToolHost:
             lane = _POOL
         return Accepted(record, route, args, lane)
 
-    def _front_or_fault(self, ledger: CallLedger, name: str, arguments: Any, size: int | None,
-                        labels: Any = None, via: Lane = _LOOP, omitted_nulls: bool = False) -> Accepted | Refusal:
-        """:meth:`_front`, never raising: an unexpected exception there (a bug in codeact) fails the
-        call as ``tool_exception``, recorded when it can be, and the run goes on."""
+    def _fault(self, ledger: CallLedger, name: str, exc: Exception) -> Refusal:
+        """An unexpected exception in :meth:`_front` (a bug in codeact): the call fails as
+        ``tool_exception``, recorded when it can be, and the run goes on."""
+        error = ToolError("tool_exception", f"internal error accepting the call: {_describe(exc)}")
         try:
-            return self._front(ledger, name, arguments, size, labels, via, omitted_nulls)
-        except Exception as exc:
-            error = ToolError("tool_exception", f"internal error accepting the call: {_describe(exc)}")
-            try:
-                refused = ledger.arrive(name, None, 0, self.limits, error)
-            except Exception:
-                refused = None
-            if type(refused) is Refusal and refused.record is not None:
-                return refused
-            return Refusal.of(None, _error(error))
+            refused = ledger.arrive(name, None, 0, self.limits, error)
+        except Exception:
+            refused = None
+        if type(refused) is Refusal and refused.record is not None:
+            return refused
+        return Refusal.of(None, _error(error))
 
     # -- data-flow labels (``runtime.flow``) -------------------------------------------------------
     def _label(self, ledger: CallLedger, record: ToolCallRecord, tool: Tool, args: dict[str, Any],
@@ -419,11 +422,10 @@ class ToolHost:
         since = self._inline_since.get(name)
         return since is None or time.perf_counter() - since < INLINE_BUDGET_S
 
-    def _run_plain(self, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None],
-                   once: _Once, pooled: bool) -> None:
+    def _run_plain(self, call: _PlainCall) -> None:
         """A plain call, on a pool thread (``pooled``) or on the thread that read its frame (the
         inline lane): admit, run, record, reply. The same steps on either lane, so the same record."""
-        record, route = call.record, call.route
+        ledger, record, route, reply, pooled = call.ledger, call.record, call.route, call.reply, call.pooled
         try:
             admitted = ledger.start(record, route.policy.max_calls)
             if admitted is None:  # its run ended (or it timed out) while it waited: never run it
@@ -449,10 +451,10 @@ class ToolHost:
                     self._timed(name, elapsed, pooled)
         finally:
             gate = ledger.store.gate
-            if once.claim():
+            if call.claim():
                 gate.leave()
             elif pooled:  # it had expired: the expiry lent the pool a thread meanwhile, or kept the slot
-                if gate.returned(once):
+                if gate.returned(call):
                     self.loop.pool.grow(-1)
                 else:
                     gate.leave()
@@ -467,13 +469,12 @@ class ToolHost:
         elif pooled:
             self._slow.discard(name)
 
-    def _expire(self, ledger: CallLedger, call: Accepted, reply: Callable[[dict[str, Any]], None], once: _Once,
-                pooled: bool) -> None:
+    def _expire(self, call: _PlainCall) -> None:
         """A plain call past its timeout (the caller keeps the deadline): recorded as such, and let go."""
-        record, route = call.record, call.route
+        ledger, record, route = call.ledger, call.record, call.route
         if ledger.finish(record, error=tool_timeout(route.name, route.timeout_s).error()):
-            reply(self._payload(ledger, record))
-        self._let_go(ledger, record, once, pooled)
+            call.reply(self._payload(ledger, record))
+        self._let_go(ledger, record, call, call.pooled)
 
     def _let_go(self, ledger: CallLedger, record: ToolCallRecord, once: _Once, pooled: bool) -> None:
         """A plain call given up while still running (hung): free the session's slot and, on the
