@@ -10,13 +10,13 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import aclosing, closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from codeact._text import one_line
 from codeact.agent.messages import Message, ModelResponse
-from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
+from codeact.agent.models._http import Exchange, HTTPOptions, SSEEvent, Transport
 from codeact.errors import ModelError
 from codeact.tool_stubs.strict import OptionalForm
 
@@ -194,8 +194,26 @@ class HTTPModelClient(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Alike by design (acomplete below): the sync and async twins differ only in the blocking vs awaited
-    # transport call; everything else (_body, _endpoint, _headers, _parse, the accumulator) is shared.
+    def _turn(self, body: dict[str, Any], stream: bool) -> Exchange[ModelResponse]:
+        """One turn's request (``body``, from :meth:`_body`) and the parse of its answer, for
+        :meth:`complete` and :meth:`acomplete`."""
+        url, headers = self._endpoint(), self._headers(stream)
+        if not stream:
+            data = yield from self._transport.post_json(url, headers, body)
+            with _shape_checked(self):
+                return self._parse(data)
+        acc = self._accumulator()
+
+        def feed(event: SSEEvent) -> None:
+            with _shape_checked(self):
+                acc.feed(event)
+
+        yield from self._transport.post_events(url, headers, body, feed)
+        with _shape_checked(self):
+            return acc.result()
+
+    # Alike by design (acomplete below, and ModelClient's): the signatures are spelled out; both run
+    # the one _turn, blocking or awaited.
     def complete(
         self,
         messages: Sequence[Message],
@@ -208,18 +226,7 @@ class HTTPModelClient(abc.ABC):
     ) -> ModelResponse:
         """Ask the model for its next turn (see :class:`ModelClient`)."""
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
-        url, headers = self._endpoint(), self._headers(stream)
-        if not stream:
-            data = self._transport.post(url, headers, body)
-            with _shape_checked(self):
-                return self._parse(data)
-        acc = self._accumulator()
-        with closing(self._transport.stream(url, headers, body)) as events:
-            for event in events:
-                with _shape_checked(self):
-                    acc.feed(event)
-        with _shape_checked(self):
-            return acc.result()
+        return self._transport.run(self._turn(body, stream))
 
     async def acomplete(
         self,
@@ -233,15 +240,4 @@ class HTTPModelClient(abc.ABC):
     ) -> ModelResponse:
         """Async :meth:`complete`."""
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
-        url, headers = self._endpoint(), self._headers(stream)
-        if not stream:
-            data = await self._transport.apost(url, headers, body)
-            with _shape_checked(self):
-                return self._parse(data)
-        acc = self._accumulator()
-        async with aclosing(self._transport.astream(url, headers, body)) as events:
-            async for event in events:
-                with _shape_checked(self):
-                    acc.feed(event)
-        with _shape_checked(self):
-            return acc.result()
+        return await self._transport.arun(self._turn(body, stream))
