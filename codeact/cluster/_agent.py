@@ -140,13 +140,13 @@ class NodeAgent:
                 return
 
     def reset(self, sid: str, forget: bool) -> list[CellRecord]:
-        """``Session._reset`` (a batch worker's next item); returns the cells as they now are."""
+        """``Session.reset_namespace`` (a batch worker's next item); returns the cells as they now are."""
         session = self._session(sid)
-        session._reset(forget=forget)
+        session.reset_namespace(forget=forget)
         return [c.model_copy() for c in session.cells]
 
     def bind(self, sid: str, values: dict[str, Any]) -> None:
-        self._session(sid)._bind(values)
+        self._session(sid).bind_names(values)
 
     def trust(self, sid: str) -> None:
         self._session(sid).trust()

@@ -186,10 +186,13 @@ class ClusterSession:
         await task
 
     # -- what a batch's worker does between items (runtime.batch) ------------------------------------
-    def _reset(self, *, forget: bool = False) -> None:
+    def reset_namespace(self, *, forget: bool = False) -> None:
+        """``Session.reset_namespace`` on the node; the flow context starts empty here too."""
         self.cells = self._control("reset", forget)
+        self._flow_context = frozenset()
 
-    def _bind(self, values: Any) -> None:
+    def bind_names(self, values: Any) -> None:
+        """``Session.bind_names`` on the node."""
         self._control("bind", dict(values))
 
     def _control(self, op: str, *args: Any) -> Any:

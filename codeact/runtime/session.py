@@ -566,13 +566,15 @@ class Session:
             _events._interrupt_until(guard, lambda: ended.is_set() or (work.done() and not began.is_set()))
             raise
 
-    # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------
-    def _reset(self, *, forget: bool = False) -> None:
+    # -- reset and bind (a batch's worker between items, ``runtime.batch``): protocol frames, no code runs
+    def reset_namespace(self, *, forget: bool = False) -> None:
         """Put the namespace back to how the sandbox started: names the runs added are removed,
         tool stubs and helpers rebound even where the code shadowed or deleted them (a ``reset``
         frame). Nothing enters ``history`` or ``cells``; the earlier cells leave the state (a
         snapshot after this one replays none of them), or with ``forget`` leave ``cells`` (a
         batch's worker session: its log would grow with the batch). Imported modules and files stay.
+        Under a flow policy the context starts empty again, as after :meth:`trust`: the values
+        whose observations made it are gone (a batch's next item must not carry the last one's).
 
         Raises SandboxError (the sandbox is then discarded; the next use starts a new one)."""
         with self._lock:
@@ -589,15 +591,16 @@ class Session:
                 except SnapshotError:
                     _lifecycle.forget_state(self)
             self.sandbox_state.restored = False
+            self._flow_context = frozenset()
             self._control(lambda driver: driver.reset())
 
-    def _bind(self, values: Mapping[str, Any]) -> None:
+    def bind_names(self, values: Mapping[str, Any]) -> None:
         """Set names in the namespace to JSON values (a ``bind`` frame: decoded, never evaluated).
         Nothing enters ``history`` or ``cells``, so the names are not part of what a snapshot,
         a suspension or a recovery rebuilds.
 
         Raises TypeError (a value is not JSON) or ValueError (a name cannot be bound) before
-        anything is sent, the session untouched; SandboxError as :meth:`_reset`."""
+        anything is sent, the session untouched; SandboxError as :meth:`reset_namespace`."""
         with self._lock:
             self._control(lambda driver: driver.bind(values))
             self._names.bind(values)
