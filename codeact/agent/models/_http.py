@@ -7,8 +7,9 @@ with the provider's message on one line. A stream is retried only until its stat
 a stream cut after that simply ends (the caller's accumulator reports it as truncated).
 
 Each request is written once, as an *exchange*: a generator that yields the I/O it needs and is
-sent the result. :meth:`Transport.run` drives one with blocking I/O, :meth:`Transport.arun`
-awaited; those two loops are all that the sync and async clients do not share.
+sent the result. One loop drives it (``Transport._drive``): :meth:`Transport.run` with blocking
+steps, run to its end without an event loop, :meth:`Transport.arun` with awaited ones; the two
+steps (one op's I/O) are all that the sync and async clients do not share.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -256,16 +257,39 @@ class Transport:
                 self._client.close()
                 self._client = None
 
-    # Alike by design (arun below): the one loop that drives an exchange, blocking here, awaited there.
     def run(self, exchange: Exchange[_T]) -> _T:
         """Drive ``exchange`` with blocking I/O on the pooled client; its value."""
         client = self._sync_client()
+
+        async def step(op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+            return self._step(client, op, opened)  # blocks: this coroutine never suspends
+
+        async def close(response: httpx.Response) -> None:
+            response.close()
+
+        return _blocking(self._drive(exchange, step, close))
+
+    async def arun(self, exchange: Exchange[_T]) -> _T:
+        """:meth:`run` awaited, on a fresh ``httpx.AsyncClient`` (safe across event loops)."""
+        async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
+            async def step(op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+                return await self._astep(client, op, opened)
+
+            async def close(response: httpx.Response) -> None:
+                await response.aclose()
+
+            return await self._drive(exchange, step, close)
+
+    @staticmethod
+    async def _drive(exchange: Exchange[_T], step: _Step, close: Callable[[httpx.Response], Awaitable[None]]) -> _T:
+        """The one loop of :meth:`run` and :meth:`arun`: do each step the exchange asks for and
+        hand it the result (or throw it the transport error); in the end close what is still open."""
         opened: list[httpx.Response] = []
         try:
             op = next(exchange)
             while True:
                 try:
-                    result = self._step(client, op, opened)
+                    result = await step(op, opened)
                 except httpx.TransportError as exc:
                     op = exchange.throw(exc)
                 else:
@@ -276,7 +300,7 @@ class Transport:
         finally:
             exchange.close()
             for response in opened:  # those an error left open
-                response.close()
+                await close(response)
 
     @staticmethod
     def _step(client: httpx.Client, op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
@@ -294,27 +318,6 @@ class Transport:
             return next(op.wire.chunks, None)
         return None
 
-    async def arun(self, exchange: Exchange[_T]) -> _T:
-        """:meth:`run` awaited, on a fresh ``httpx.AsyncClient`` (safe across event loops)."""
-        opened: list[httpx.Response] = []
-        async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            try:
-                op = next(exchange)
-                while True:
-                    try:
-                        result = await self._astep(client, op, opened)
-                    except httpx.TransportError as exc:
-                        op = exchange.throw(exc)
-                    else:
-                        op = exchange.send(result)
-            except StopIteration as stop:
-                value: _T = stop.value
-                return value
-            finally:
-                exchange.close()
-                for response in opened:
-                    await response.aclose()
-
     @staticmethod
     async def _astep(client: httpx.AsyncClient, op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
         if isinstance(op, _Sleep):
@@ -330,6 +333,17 @@ class Transport:
             assert isinstance(op.wire.chunks, AsyncIterator)
             return await anext(op.wire.chunks, None)
         return None
+
+
+def _blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run to its end a coroutine that never suspends (its steps block instead)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    coroutine.close()
+    raise RuntimeError("a blocking exchange suspended")
 
 
 @dataclass(frozen=True)
@@ -365,6 +379,8 @@ class _Next:
 
 
 _Op = _Sleep | _Send | _Next
+#: Does one op, blocking or awaited, noting each response it opens; the op's result.
+_Step = Callable[[_Op, list[httpx.Response]], Awaitable["_Wire | bytes | None"]]
 #: A request's logic as a generator of the I/O it needs, returning its value.
 Exchange = Generator[_Op, Any, _T]
 
