@@ -182,8 +182,8 @@ class Transport:
 
     # -- the exchanges: every request's logic, once, without I/O --------------------------------
     # An exchange is a generator that yields the I/O it needs (an _Op) and is sent its result (or
-    # thrown the httpx.TransportError it raised); :meth:`run` and :meth:`arun` do that I/O, blocking
-    # or awaited, and are the only code that differs between the sync and async clients.
+    # thrown the httpx.TransportError it raised); :meth:`run` and :meth:`arun` drive it, and one op's
+    # I/O (_step blocking, _astep awaited) is the only code that differs between sync and async.
 
     def post_json(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Exchange[dict[str, Any]]:
         """POST and return the decoded JSON answer, retrying per the policy (a transport failure
