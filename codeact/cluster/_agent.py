@@ -1,5 +1,6 @@
-"""The node agent: one Ray actor per node and runtime, owning that node's sandboxes, tool host and
-ledgers, so a code action's tool calls are answered on the node that runs it.
+"""The node agent: one Ray actor per node (and ``RayCluster``), owning that node's sandboxes, tool
+hosts and ledgers for every runtime attached to it, so a code action's tool calls are answered on the
+node that runs it.
 
 It is a plain class here; :class:`~codeact.cluster.RayCluster` makes it an actor pinned to a node.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from .. import tracing
 from ..results import ExecutionResult
-from ..runtime.events import RunEvent
+from ..runtime.events import CallFinished, CallStarted, RunEvent
 from ..runtime.session import Runtime, Session
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot
 from ..runtime.toolset import Toolset
@@ -66,20 +67,54 @@ def _batch(events: queue.SimpleQueue[Any]) -> tuple[list[RunEvent], ExecutionRes
 
 
 class NodeAgent:
-    """One node's sessions of one runtime (an actor: its methods run on the node)."""
+    """One node's sessions, of every runtime attached to it (an actor: its methods run on the node).
 
-    def __init__(self, tools: list[Any] | Callable[[], Toolset | Iterable[Any]], sandbox: SandboxConfig,
-                 options: dict[str, Any], relay: Any | None, setup: Callable[[], None] | None = None) -> None:
+    One agent per node and :class:`~codeact.cluster.RayCluster`: each Runtime on the cluster is
+    attached to it (:meth:`attach`: its tools, sandbox config and options, so its own Runtime here
+    with its pool and tool host) and detached at its close, so many runtimes on one cluster (an
+    eval's episodes) add no actors."""
+
+    def __init__(self, setup: Callable[[], None] | None = None) -> None:
         if setup is not None:  # RayCluster(node_setup=...): e.g. this node's tracer provider
             setup()
-        self.swept = _sweep() if sandbox.backend == "docker" else []
+        self.swept: list[str] | None = None  # the first Docker runtime attached sweeps (see _sweep)
+        self.runtimes: dict[str, Runtime] = {}
+        self.sessions: dict[str, tuple[str, Session]] = {}  # session id -> (runtime key, session)
+        self.running: dict[str, str | None] = {}  # session id -> the token of its run in progress
+        self._lock = threading.Lock()
+
+    def attach(self, key: str, tools: list[Any] | Callable[[], Toolset | Iterable[Any]], sandbox: SandboxConfig,
+               options: dict[str, Any], relay: Any | None = None) -> str:
+        """Make runtime ``key``'s Runtime here (once); returns this node's id."""
+        with self._lock:
+            if key in self.runtimes:
+                return self.node_id()
+            sweep = sandbox.backend == "docker" and self.swept is None
+            if sweep:
+                self.swept = []
+        if sweep:
+            self.swept = _sweep()
         made = tools() if callable(tools) else tools
         built = made if isinstance(made, Toolset) else Toolset(list(made))
         if relay is not None:
             built = Toolset([forwarded(t, relay) if t.policy.where == "caller" else t for t in built])
-        self.runtime = Runtime(built, sandbox, **options)
-        self.sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        runtime = Runtime(built, sandbox, **options)  # outside the lock: other runtimes' calls go on
+        with self._lock:
+            taken = self.runtimes.setdefault(key, runtime)
+        if taken is not runtime:  # attached twice at once: keep the first
+            runtime.close()
+        return self.node_id()
+
+    def detach(self, key: str) -> None:
+        """Close runtime ``key``'s sessions here and its Runtime (its containers with it)."""
+        with self._lock:
+            runtime = self.runtimes.pop(key, None)
+            mine = [sid for sid, (k, _) in self.sessions.items() if k == key]
+            sessions = [self.sessions.pop(sid)[1] for sid in mine]
+        for session in sessions:
+            session.close()
+        if runtime is not None:
+            runtime.close()
 
     def node_id(self) -> str:
         import ray
@@ -95,12 +130,16 @@ class NodeAgent:
     def sweep(self) -> list[str]:
         return _sweep()
 
-    def open(self, sid: str, snapshot: Snapshot | None = None, lazy: bool = True) -> str:
-        """Start session ``sid`` (fresh, or ``snapshot``'s state rebuilt by replay, at its first run
-        when ``lazy``); returns this node's id."""
-        session = self.runtime.session() if snapshot is None else self.runtime.restore(snapshot, lazy=lazy)
+    def open(self, key: str, sid: str, snapshot: Snapshot | None = None, lazy: bool = True) -> str:
+        """Start session ``sid`` of runtime ``key`` (fresh, or ``snapshot``'s state rebuilt by replay,
+        at its first run when ``lazy``); returns this node's id."""
         with self._lock:
-            self.sessions[sid] = session
+            runtime = self.runtimes.get(key)
+        if runtime is None:
+            raise KeyError(f"no runtime {key!r} attached on this node")
+        session = runtime.session() if snapshot is None else runtime.restore(snapshot, lazy=lazy)
+        with self._lock:
+            self.sessions[sid] = (key, session)
         return self.node_id()
 
     def _session(self, sid: str) -> Session:
@@ -108,36 +147,48 @@ class NodeAgent:
             found = self.sessions.get(sid)
         if found is None:
             raise KeyError(f"no session {sid!r} on this node")
-        return found
+        return found[1]
 
-    def run(self, sid: str, code: str, timeout_s: float | None,
-            trace: dict[str, str] | None = None) -> Iterator[str | list[RunEvent] | Done]:
+    def run(self, sid: str, code: str, timeout_s: float | None, trace: dict[str, str] | None = None,
+            token: str | None = None, listen: bool = True) -> Iterator[str | list[RunEvent] | Done]:
         """:data:`STARTED`, the run's live events in batches, then its :data:`Done` (a Ray streaming
         generator with a backpressure of one object: the run begins only once the caller has taken
         STARTED, so a node lost before that ran nothing of it). ``trace``: the caller's trace
-        context, continued here when this node traces (``RayCluster(node_setup=...)``)."""
+        context, continued here when this node traces (``RayCluster(node_setup=...)``). ``token``
+        names the run for :meth:`interrupt`; without ``listen`` (no caller hook) only the call events
+        come (what a run cut by this node's death lists), not the output."""
         session = self._session(sid)
         yield STARTED
+        with self._lock:
+            self.running[sid] = token
         before = len(session.cells)
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        def calls_only(event: RunEvent) -> None:
+            if isinstance(event, (CallStarted, CallFinished)):
+                events.put(event)
 
         def work() -> None:
             try:
                 with tracing.attached(trace):
-                    events.put(session.run(code, timeout_s=timeout_s, on_event=events.put))
+                    events.put(session.run(code, timeout_s=timeout_s, on_event=events.put if listen else calls_only))
             except BaseException as exc:  # handed to the caller as it is
                 events.put(exc)
 
         threading.Thread(target=work, daemon=True, name="codeact-node-run").start()
-        while True:
-            batch, ended = _batch(events)
-            if batch:
-                yield batch
-            if isinstance(ended, BaseException):
-                raise ended
-            if ended is not None:
-                yield (ended, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
-                return
+        try:
+            while True:
+                batch, ended = _batch(events)
+                if batch:
+                    yield batch
+                if isinstance(ended, BaseException):
+                    raise ended
+                if ended is not None:
+                    break
+        finally:
+            with self._lock:
+                self.running.pop(sid, None)
+        yield (ended, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
 
     def reset(self, sid: str, forget: bool) -> list[CellRecord]:
         """``Session.reset_namespace`` (a batch worker's next item); returns the cells as they now are."""
@@ -154,8 +205,13 @@ class NodeAgent:
     def snapshot(self, sid: str, allow_inexact: bool = False) -> Snapshot:
         return self._session(sid).snapshot(allow_inexact=allow_inexact)
 
-    def interrupt(self, sid: str) -> None:
-        self._session(sid).interrupt()
+    def interrupt(self, sid: str, token: str | None = None) -> None:
+        """Interrupt ``sid``'s run; with ``token``, only while the run it names is in progress (a
+        late interrupt never reaches the next run)."""
+        with self._lock:
+            current = self.running.get(sid, "")
+        if token is None or current == token:
+            self._session(sid).interrupt()
 
     def files(self, sid: str, op: str, *args: Any) -> Any:
         """``Session.files.<op>(*args)`` of ``sid`` (write, read, list, remove)."""
@@ -165,17 +221,20 @@ class NodeAgent:
 
     def close(self, sid: str) -> None:
         with self._lock:
-            session = self.sessions.pop(sid, None)
-        if session is not None:
-            session.close()
+            found = self.sessions.pop(sid, None)
+        if found is not None:
+            found[1].close()
 
-    def count(self) -> int:
+    def count(self, key: str | None = None) -> int:
+        """Sessions here (of runtime ``key``)."""
         with self._lock:
-            return len(self.sessions)
+            return sum(1 for k, _ in self.sessions.values() if key is None or k == key)
+
+    def attached(self) -> list[str]:
+        """The keys of the runtimes attached here."""
+        with self._lock:
+            return list(self.runtimes)
 
     def shutdown(self) -> None:
-        with self._lock:
-            sessions, self.sessions = list(self.sessions.values()), {}
-        for session in sessions:
-            session.close()
-        self.runtime.close()
+        for key in self.attached():
+            self.detach(key)

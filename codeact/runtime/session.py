@@ -170,7 +170,7 @@ class Runtime:
         session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
         session.skipped = list(snapshot.skipped)
         session._flow_context = frozenset(snapshot.flow_context or ())
-        session.sandbox_state.resume = Resume(files=list(snapshot.files))
+        session.sandbox_state.resume = Resume(files=None if snapshot.files is None else list(snapshot.files))
         if not lazy:
             try:
                 session.start()
