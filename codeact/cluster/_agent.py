@@ -7,10 +7,10 @@ It is a plain class here; :class:`~codeact.cluster.RayCluster` makes it an actor
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import tracing
@@ -22,15 +22,41 @@ from ..runtime.toolset import Toolset
 from ..sandbox.base import SandboxConfig
 from ._relay import forwarded
 
-__all__ = ["STARTED", "Done", "NodeAgent"]
+__all__ = ["Done", "NodeAgent", "Poll"]
 
-#: The first item of a run's stream.
-STARTED = "started"
-#: How long a run's events gather on the node before they go to the caller as one batch.
+#: How often a waiting poll looks whether the run has events for the caller (events are not
+#: signalled one by one: a call on the node wakes nobody).
 BATCH_S = 0.05
+#: The longest a poll waits with nothing to say (the caller then asks again).
+KEEPALIVE_S = 5.0
 
-#: What the last item of a run's stream holds: the result, the cells the run added, the skipped list.
+#: How a run ended: the result, the cells the run added, the session's skipped list.
 Done = tuple[ExecutionResult, list[CellRecord], list[SkippedCell]]
+#: What :meth:`NodeAgent.start` answers: the events no poll took, and how the run ended.
+Poll = tuple[list[RunEvent], Done]
+
+
+class _Run:
+    """One run in progress on this node: its events, kept for the caller's polls."""
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+        self.events: collections.deque[RunEvent] = collections.deque()  # appended where they are made
+        self.ended = threading.Event()
+        self._taking = threading.Lock()
+
+    def take(self) -> list[RunEvent]:
+        with self._taking:  # two takers never share out one run's events out of order
+            return [self.events.popleft() for _ in range(len(self.events))]
+
+    def wait(self, wait_s: float) -> list[RunEvent]:
+        """The events, once there are some (looked at every :data:`BATCH_S`), the run ended, or
+        ``wait_s`` passed."""
+        deadline = time.monotonic() + wait_s
+        while not self.ended.wait(min(BATCH_S, max(0.0, deadline - time.monotonic()))):
+            if self.events or time.monotonic() >= deadline:
+                break
+        return self.take()
 
 
 def _sweep() -> list[str]:
@@ -42,28 +68,12 @@ def _sweep() -> list[str]:
         client = docker_client()
     except Exception:  # no engine on this node: nothing of ours can be left there
         return []
-    return cleanup_stale(client).containers
-
-
-def _batch(events: queue.SimpleQueue[Any]) -> tuple[list[RunEvent], ExecutionResult | BaseException | None]:
-    """The events of the next :data:`BATCH_S` (waiting for the first), and how the run ended if it
-    did meanwhile. Batched so that a run's many calls cost the node one Ray object per batch, not
-    two per call: the calls themselves never wait for Ray."""
-    batch: list[RunEvent] = []
-    item = events.get()
-    deadline = time.monotonic() + BATCH_S
-    while True:
-        if isinstance(item, (ExecutionResult, BaseException)):
-            return batch, item
-        if getattr(item, "type", None) != "done":  # the result comes once, in Done
-            batch.append(item)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return batch, None
-        try:
-            item = events.get(timeout=left)
-        except queue.Empty:
-            return batch, None
+    try:
+        return cleanup_stale(client).containers
+    except Exception:  # a busy engine: best effort, the next attach or recovery sweeps again
+        return []
+    finally:
+        client.close()
 
 
 class NodeAgent:
@@ -80,7 +90,7 @@ class NodeAgent:
         self.swept: list[str] | None = None  # the first Docker runtime attached sweeps (see _sweep)
         self.runtimes: dict[str, Runtime] = {}
         self.sessions: dict[str, tuple[str, Session]] = {}  # session id -> (runtime key, session)
-        self.running: dict[str, str | None] = {}  # session id -> the token of its run in progress
+        self.running: dict[str, _Run] = {}  # session id -> its run in progress
         self._lock = threading.Lock()
 
     def attach(self, key: str, tools: list[Any] | Callable[[], Toolset | Iterable[Any]], sandbox: SandboxConfig,
@@ -149,46 +159,47 @@ class NodeAgent:
             raise KeyError(f"no session {sid!r} on this node")
         return found[1]
 
-    def run(self, sid: str, code: str, timeout_s: float | None, trace: dict[str, str] | None = None,
-            token: str | None = None, listen: bool = True) -> Iterator[str | list[RunEvent] | Done]:
-        """:data:`STARTED`, the run's live events in batches, then its :data:`Done` (a Ray streaming
-        generator with a backpressure of one object: the run begins only once the caller has taken
-        STARTED, so a node lost before that ran nothing of it). ``trace``: the caller's trace
-        context, continued here when this node traces (``RayCluster(node_setup=...)``). ``token``
-        names the run for :meth:`interrupt`; without ``listen`` (no caller hook) only the call events
-        come (what a run cut by this node's death lists), not the output."""
+    def ready(self, sid: str) -> None:
+        """Nothing, once this agent holds ``sid``: the caller's first step of a run (a node lost
+        before this answer ran nothing of the run, which the caller may then run elsewhere)."""
+        self._session(sid)
+
+    def start(self, sid: str, code: str, timeout_s: float | None, trace: dict[str, str] | None = None,
+              token: str | None = None, listen: bool = True) -> Poll:
+        """Run ``code`` in session ``sid`` here, in this call's thread; returns the events no
+        :meth:`poll` took and how it ended. ``trace``: the caller's trace context, continued here
+        when this node traces (``RayCluster(node_setup=...)``); ``token`` names the run for
+        :meth:`interrupt` and :meth:`poll`; without ``listen`` (no caller hook) only the call events
+        are kept (what a run cut by this node's death lists), not the output."""
         session = self._session(sid)
-        yield STARTED
+        run = _Run(token)
         with self._lock:
-            self.running[sid] = token
+            self.running[sid] = run
         before = len(session.cells)
-        events: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
-        def calls_only(event: RunEvent) -> None:
-            if isinstance(event, (CallStarted, CallFinished)):
-                events.put(event)
+        def keep(event: RunEvent) -> None:  # on the thread that made it: a deque takes it, no switch
+            if listen or isinstance(event, (CallStarted, CallFinished)):
+                run.events.append(event)
 
-        def work() -> None:
-            try:
-                with tracing.attached(trace):
-                    events.put(session.run(code, timeout_s=timeout_s, on_event=events.put if listen else calls_only))
-            except BaseException as exc:  # handed to the caller as it is
-                events.put(exc)
-
-        threading.Thread(target=work, daemon=True, name="codeact-node-run").start()
         try:
-            while True:
-                batch, ended = _batch(events)
-                if batch:
-                    yield batch
-                if isinstance(ended, BaseException):
-                    raise ended
-                if ended is not None:
-                    break
+            with tracing.attached(trace):
+                result = session.run(code, timeout_s=timeout_s, on_event=keep, inline_events=True)
+            done = (result, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
         finally:
+            run.ended.set()
             with self._lock:
-                self.running.pop(sid, None)
-        yield (ended, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
+                if self.running.get(sid) is run:
+                    del self.running[sid]
+        return run.take(), done
+
+    def poll(self, sid: str, token: str | None, wait_s: float = KEEPALIVE_S) -> list[RunEvent]:
+        """The events of run ``token`` of ``sid`` since they were last taken, waiting for some up to
+        ``wait_s`` (none once it ended: :meth:`start` returns the rest)."""
+        with self._lock:
+            run = self.running.get(sid)
+        if run is None or run.token != token:
+            return []
+        return run.wait(wait_s)
 
     def reset(self, sid: str, forget: bool) -> list[CellRecord]:
         """``Session.reset_namespace`` (a batch worker's next item); returns the cells as they now are."""
@@ -209,8 +220,8 @@ class NodeAgent:
         """Interrupt ``sid``'s run; with ``token``, only while the run it names is in progress (a
         late interrupt never reaches the next run)."""
         with self._lock:
-            current = self.running.get(sid, "")
-        if token is None or current == token:
+            current = self.running.get(sid)
+        if current is not None and (token is None or current.token == token):
             self._session(sid).interrupt()
 
     def files(self, sid: str, op: str, *args: Any) -> Any:

@@ -12,7 +12,6 @@ declare resource ``R`` (so a head, or GPU nodes, get none).
 
 from __future__ import annotations
 
-import functools
 import threading
 import uuid
 import weakref
@@ -140,15 +139,6 @@ class RayCluster:
             self._started = self._connected = False
 
 
-@functools.cache
-def _agent_class() -> type[NodeAgent]:
-    """NodeAgent with its run marked a Ray streaming generator with a backpressure of one object."""
-    import ray
-
-    ray.method(num_returns="streaming", _generator_backpressure_num_objects=1)(NodeAgent.run)
-    return NodeAgent
-
-
 class _Agents:
     """The node agents of one RayCluster (and its views): one per node, started at first use."""
 
@@ -166,7 +156,7 @@ class _Agents:
                 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
                 cluster = self._cluster
-                found = self._agents[node] = cluster.connect().remote(_agent_class()).options(
+                found = self._agents[node] = cluster.connect().remote(NodeAgent).options(
                     num_cpus=0, max_concurrency=cluster.agent_concurrency, max_restarts=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 ).remote(cluster.node_setup)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -66,6 +65,8 @@ _MAX_HISTORY = 32
 _MOUNT = "/workspace/"
 #: How often an interrupted run is interrupted again until it ends (the first may precede its code).
 _INTERRUPT_EVERY_S = 0.25
+#: How long a run goes before the caller starts polling its events.
+BATCH_S = 0.05
 
 
 class ClusterSession:
@@ -154,25 +155,26 @@ class ClusterSession:
             while not began:  # a node found dead before the run began there: rebuild elsewhere, run there
                 if self.lost is not None:
                     self._recover()
-                stream = self._agent.run.remote(self.id, code, timeout_s, tracing.carrier(), token,
-                                                on_event is not None)
-                pending: Any = None
+                try:  # the node holds the session: from here a loss of the node may have cut the run
+                    deployment.get(self._agent.ready.remote(self.id))
+                except deployment.lost_errors:
+                    self.lost = self.node_id
+                    deployment.node_died(self.node_id)
+                    continue
+                began = True
+                running = _Running(self, token, self._agent.start.remote(
+                    self.id, code, timeout_s, tracing.carrier(), token, on_event is not None))
                 try:
-                    for pending in stream:
-                        item = deployment.get(pending)
-                        pending = None
-                        # STARTED in hand: the node may begin the run (a small object reaches its owner,
-                        # the caller, inline; if it cannot be read, the node ran nothing: see NodeAgent.run)
-                        began = True
-                        if isinstance(item, tuple):
-                            return self._done(item, on_event)
-                        self._events(item, calls, on_event)
+                    return self._done(running.follow(calls, on_event), on_event)
                 except deployment.lost_errors:
                     self.lost = self.node_id
                     deployment.node_died(self.node_id)
                 except BaseException:  # Ctrl-C in the caller: as a local session, stop the code, keep it
-                    if began:
-                        self._interrupted(stream, pending, token, calls, on_event)
+                    try:
+                        self._done(running.follow(calls, on_event, interrupt=True), on_event)
+                    except deployment.lost_errors:  # the node died meanwhile: the next run rebuilds
+                        self.lost = self.node_id
+                        deployment.node_died(self.node_id)
                     raise
         finally:
             self._token = None
@@ -187,35 +189,11 @@ class ClusterSession:
             on_event(RunDone(result=result))
         return result
 
-    def _events(self, item: Any, calls: dict[str, ToolCallRecord], on_event: EventHook | None) -> None:
-        for event in item if isinstance(item, list) else ():
+    def _events(self, events: list[RunEvent], calls: dict[str, ToolCallRecord], on_event: EventHook | None) -> None:
+        for event in events:
             _note(calls, event)
             if on_event is not None:
                 on_event(event)
-
-    def _interrupted(self, stream: Any, pending: Any, token: str, calls: dict[str, ToolCallRecord],
-                     on_event: EventHook | None) -> None:
-        """After an exception raised into the caller's run (Ctrl-C): interrupt the node's run (again
-        until it ends: the first may come before its code started) and record how it ended, as
-        ``Session.run`` does; a second exception, or the node's death, leaves it to the node."""
-        ray, deployment = self._deployment.ray, self._deployment
-        refs = itertools.chain([pending] if pending is not None else [], stream)
-        try:
-            for ref in refs:
-                while True:
-                    self._agent.interrupt.remote(self.id, token)
-                    try:
-                        item = ray.get(ref, timeout=_INTERRUPT_EVERY_S)
-                        break
-                    except ray.exceptions.GetTimeoutError:
-                        continue
-                if isinstance(item, tuple):
-                    self._done(item, on_event)
-                    return
-                self._events(item, calls, on_event)
-        except deployment.lost_errors:
-            self.lost = self.node_id
-            deployment.node_died(self.node_id)
 
     def _done(self, done: tuple[ExecutionResult, list[CellRecord], list[SkippedCell]],
               on_event: EventHook | None) -> ExecutionResult:
@@ -334,6 +312,39 @@ class ClusterSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Running:
+    """A run on the node, followed from the caller: :meth:`NodeAgent.start` ends with it; while it
+    lasts past a batch's time, polls bring its events (for the hook, and the calls a run cut by
+    the node's death lists), one at a time."""
+
+    def __init__(self, session: ClusterSession, token: str, start: Any) -> None:
+        self._session, self._token, self._start = session, token, start
+        self._poll: Any = None
+
+    def follow(self, calls: dict[str, ToolCallRecord], on_event: EventHook | None,
+               interrupt: bool = False) -> tuple[ExecutionResult, list[CellRecord], list[SkippedCell]]:
+        """The run's end, its events handed on meanwhile; with ``interrupt``, the run interrupted
+        (again until it ends: the first may reach the node before its code started)."""
+        session = self._session
+        deployment, agent = session._deployment, session._agent
+        ray = deployment.ray
+        while True:
+            if interrupt:
+                agent.interrupt.remote(session.id, self._token)
+            waiting = [self._start] if self._poll is None else [self._start, self._poll]
+            wait_s = _INTERRUPT_EVERY_S if interrupt else BATCH_S if self._poll is None else None
+            ready, _ = ray.wait(waiting, num_returns=1, timeout=wait_s)
+            if self._poll is not None and (self._poll in ready or self._start in ready):
+                session._events(deployment.get(self._poll), calls, on_event)  # before the start's own
+                self._poll = None
+            if self._start in ready:
+                events, done = deployment.get(self._start)
+                session._events(events, calls, on_event)
+                return done  # type: ignore[no-any-return]
+            if self._poll is None:
+                self._poll = agent.poll.remote(session.id, self._token)
 
 
 def _note(calls: dict[str, ToolCallRecord], event: Any) -> None:

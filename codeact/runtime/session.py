@@ -406,14 +406,19 @@ class Session:
             self._ensure()
         return self
 
-    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None) -> ExecutionResult:
+    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None,
+            inline_events: bool = False) -> ExecutionResult:
         """Run one code action; never raises for anything the code does.
 
-        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread.
+        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread;
+        with ``inline_events``, on whichever thread makes each one, with no ``done`` event (a hook
+        that only keeps them, thread-safe: a run then switches no thread per event).
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         _check_timeout(timeout_s)
+        if on_event is not None and inline_events:
+            return _events.run_inline(functools.partial(self._run, code, timeout_s), self.config.output_cap, on_event)
         if on_event is not None:
             return _events.run_with_events(functools.partial(self._run, code, timeout_s), self.config.output_cap,
                                            on_event)
