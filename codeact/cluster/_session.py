@@ -165,7 +165,7 @@ class ClusterSession:
                 running = _Running(self, token, self._agent.start.remote(
                     self.id, code, timeout_s, tracing.carrier(), token, on_event is not None))
                 try:
-                    return self._done(running.follow(calls, on_event), on_event)
+                    done = running.follow(calls, on_event)
                 except deployment.lost_errors:
                     self.lost = self.node_id
                     deployment.node_died(self.node_id)
@@ -176,6 +176,8 @@ class ClusterSession:
                         self.lost = self.node_id
                         deployment.node_died(self.node_id)
                     raise
+                else:
+                    return self._done(done, on_event)
         finally:
             self._token = None
         result = ExecutionResult(
