@@ -158,7 +158,8 @@ def measure(ctx: Context) -> list[Row]:
             unit="µs", median=wc[0], p90=wc[1], samples=len(warm["cluster"]),
             baselines=[Baseline("the local warm run", wl[0], wl[1])], ratio=ratio(wc[0], wl[0]),
             ratio_label="× local", target="report", note=f"{note}; {both}"),
-        Row(key="cluster_warm_ray", measure=f"warm `x = 1` from the caller, cluster session ({ctx.subject_label})",
+        Row(key="cluster_warm_ray", measure=f"warm `x = 1` from the caller, cluster session ({ctx.subject_label}) "
+            "against Ray's own floor",
             unit="µs", median=wc[0], p90=wc[1], samples=len(warm["cluster"]),
             baselines=[Baseline("a no-op Ray actor call", wn[0], wn[1])], ratio=ratio(wc[0], wn[0]),
             ratio_label="× a no-op Ray call", target="report",
