@@ -2,9 +2,9 @@
 
 A ``ray.cluster_utils.Cluster`` on 127.0.0.1 (a head and three worker nodes, one machine): the tool
 call round trip in a cluster session against a local session (chunks alternating; the call must not
-cross Ray), the warm ``x = 1`` from the caller against the local warm run and a no-op Ray actor
-call, placement latency, the first run after a node loss (rebuilt elsewhere) against a local
-restore of the same cells, and sessions started per second over the three nodes.
+cross Ray), the warm ``x = 1`` from the caller against the local warm run and a no-op Ray actor call
+(each ratio reported), placement latency, the first run after a node loss (rebuilt elsewhere)
+against a local restore of the same cells, and sessions started per second over the three nodes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from .toolcall import _chunk
 
 TARGET = 1.2
 ROWS = [("cluster_tool_call", "tool call round trip, cluster session vs local", "µs", f"≤ {TARGET:g}× local"),
-        ("cluster_warm", "warm `x = 1` from the caller, cluster session", "µs", "report"),
+        ("cluster_warm", "warm `x = 1` from the caller, cluster session vs the local warm run", "µs", "report"),
+        ("cluster_warm_ray", "warm `x = 1` from the caller, cluster session vs a no-op Ray actor call", "µs",
+         "report"),
         ("cluster_place", "placing a cluster session (acquire → node)", "ms", "report"),
         ("cluster_recover", "first run after a node loss (rebuilt elsewhere)", "ms", "report"),
         ("cluster_starts", "sessions started per second, three nodes", "sessions/s", "report")]
@@ -142,6 +144,8 @@ def measure(ctx: Context) -> list[Row]:
     c, lo = med_p90(calls["cluster"]), med_p90(calls["local"])
     wc, wl, wn = med_p90(warm["cluster"]), med_p90(warm["local"]), med_p90(warm["noop"])
     pm = med_p90(place)
+    against_sum = ratio(wc[0], wl[0] + wn[0])
+    both = f"{against_sum:.2f}× (local warm run + no-op Ray call)" if against_sum is not None else "n/a"
     call_ratio = ratio(c[0], lo[0])
     note = "ray.cluster_utils.Cluster on 127.0.0.1: a head and three worker nodes on this machine"
     return [
@@ -152,8 +156,14 @@ def measure(ctx: Context) -> list[Row]:
             note=note),
         Row(key="cluster_warm", measure=f"warm `x = 1` from the caller, cluster session ({ctx.subject_label})",
             unit="µs", median=wc[0], p90=wc[1], samples=len(warm["cluster"]),
-            baselines=[Baseline("the local warm run", wl[0], wl[1]), Baseline("a no-op Ray actor call", wn[0], wn[1])],
-            ratio=ratio(wc[0], wl[0] + wn[0]), ratio_label="× (local + no-op call)", target="report", note=note),
+            baselines=[Baseline("the local warm run", wl[0], wl[1])], ratio=ratio(wc[0], wl[0]),
+            ratio_label="× local", target="report", note=f"{note}; {both}"),
+        Row(key="cluster_warm_ray", measure=f"warm `x = 1` from the caller, cluster session ({ctx.subject_label}) "
+            "against Ray's own floor",
+            unit="µs", median=wc[0], p90=wc[1], samples=len(warm["cluster"]),
+            baselines=[Baseline("a no-op Ray actor call", wn[0], wn[1])], ratio=ratio(wc[0], wn[0]),
+            ratio_label="× a no-op Ray call", target="report",
+            note=f"{note}; a run is two actor calls (the node holds the session, then the run itself); {both}"),
         Row(key="cluster_place", measure="placing a cluster session (acquire → node)", unit="ms",
             median=pm[0], p90=pm[1], samples=len(place), target="report", note=note),
         Row(key="cluster_recover", measure="first run after a node loss (3 cells rebuilt elsewhere)", unit="ms",

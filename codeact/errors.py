@@ -27,6 +27,7 @@ An exception raised by the model's code is *data* in an ``ExecutionResult``, nev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -88,6 +89,9 @@ class ToolArgumentsError(CodeActError, ValueError):
         listed = "; ".join(self.problems) or "invalid arguments"
         super().__init__(f"invalid arguments for tool {tool!r}: {listed}")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole: it crosses processes (a cluster node's answer)
+        return (type(self), (self.tool, self.problems))
+
 
 class ToolError(CodeActError, _SandboxToolError):
     """A failed tool call. Raise it from a tool implementation to choose the code.
@@ -121,6 +125,9 @@ class ReplayInterrupted(SandboxError):
         super().__init__(message)
         self.cell = cell
         self.requested = requested
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (functools.partial(type(self), cell=self.cell, requested=self.requested), self.args)
 
 
 class CheckerUnavailable(CodeActError):
@@ -159,6 +166,9 @@ class RestoreDiverged(SnapshotError):
         self.cell = cell
         self.call = call
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (functools.partial(type(self), cell=self.cell, call=self.call), self.args)
 
 
 class WorkspaceFileError(CodeActError):

@@ -205,7 +205,7 @@ class CodeActMCP:
             kept[snapshot_id] = snap
             while len(kept) > self.max_snapshots:
                 kept.popitem(last=False)
-        return {"snapshot_id": snapshot_id, "cells": len(snap.cells), "files": len(snap.files),
+        return {"snapshot_id": snapshot_id, "cells": len(snap.cells), "files": len(snap.files or ()),
                 "left_out": [c.index for c in snap.skipped]}
 
     async def restore(self, snapshot_id: SnapshotId, ctx: Context) -> str:

@@ -1,17 +1,19 @@
 """``RayCluster``: where a Runtime's sessions live when it is given ``cluster=``.
 
-Each (runtime, node) pair gets one :class:`~codeact.cluster._agent.NodeAgent` actor pinned to the
-node; sessions are placed over the alive nodes (``spread``: the node with the fewest of this
-runtime's sessions; ``pack``: the first with room), never on a node known dead or full. A node
-declares its room as the Ray resource ``codeact_slots`` (``ray start --resources
-'{"codeact_slots": 50}'``); without it a node has no limit of ours. ``RayCluster(node_resource=R)``
-places sessions only on the nodes that declare resource ``R`` (so a head, or GPU nodes, get none).
+Each node gets one :class:`~codeact.cluster._agent.NodeAgent` actor per ``RayCluster`` (its views
+from :meth:`RayCluster.with_tools` included), pinned to the node; each Runtime on the cluster is
+attached to the agents of the nodes its sessions go to and detached at its close. Sessions are
+placed over the alive nodes (``spread``: the node with the fewest of this runtime's sessions;
+``pack``: the first with room), never on a node known dead or full. A node declares its room as the
+Ray resource ``codeact_slots`` (``ray start --resources '{"codeact_slots": 50}'``); without it a
+node has no limit of ours. ``RayCluster(node_resource=R)`` places sessions only on the nodes that
+declare resource ``R`` (so a head, or GPU nodes, get none).
 """
 
 from __future__ import annotations
 
-import functools
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
@@ -68,6 +70,9 @@ class RayCluster:
         self.call_timeout_s = call_timeout_s
         #: Nodes that take no new session (``drain``); their sessions keep running there.
         self.draining: set[str] = set()
+        #: The node agents, shared with this cluster's views (``with_tools``).
+        self.agents = _Agents(self)
+        self._root = True  # a view (with_tools) leaves Ray and the agents to the cluster it came from
         self._started = False
         self._connected = False
         self._deployments: list[Deployment] = []
@@ -91,6 +96,7 @@ class RayCluster:
                           agent_concurrency=self.agent_concurrency, call_timeout_s=self.call_timeout_s,
                           node_resource=self.node_resource, node_setup=self.node_setup)
         view.draining = self.draining  # one set: draining a node drains it for every runtime
+        view.agents, view._root, view._connected = self.agents, False, True  # one agent per node for all
         return view
 
     def drain(self, node_id: str) -> None:
@@ -119,23 +125,73 @@ class RayCluster:
                 self._deployments.remove(deployment)
 
     def shutdown(self) -> None:
-        """Close every deployment; stop Ray if this object started it."""
+        """Close every deployment and (not on a view) stop the node agents, and Ray if this object
+        started it."""
         with self._lock:
             deployments, self._deployments = self._deployments, []
         for deployment in deployments:
             deployment.close()
+        if not self._root:
+            return
+        self.agents.stop()
         if self._started:
             self.connect().shutdown()
             self._started = self._connected = False
 
 
-@functools.cache
-def _agent_class() -> type[NodeAgent]:
-    """NodeAgent with its run marked a Ray streaming generator with a backpressure of one object."""
-    import ray
+class _Agents:
+    """The node agents of one RayCluster (and its views): one per node, started at first use."""
 
-    ray.method(num_returns="streaming", _generator_backpressure_num_objects=1)(NodeAgent.run)
-    return NodeAgent
+    def __init__(self, cluster: RayCluster) -> None:
+        self._cluster = cluster
+        self._agents: dict[str, Any] = {}
+        #: Nodes whose agent was lost: no session goes there again.
+        self.dead: set[str] = set()
+        self._lock = threading.Lock()
+
+    def get(self, node: str) -> Any:
+        with self._lock:
+            found = self._agents.get(node)
+            if found is None:
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                cluster = self._cluster
+                found = self._agents[node] = cluster.connect().remote(NodeAgent).options(
+                    num_cpus=0, max_concurrency=cluster.agent_concurrency, max_restarts=0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                ).remote(cluster.node_setup)
+            return found
+
+    def died(self, node: str) -> bool:
+        """Forget ``node``'s agent (killed, if it still runs); True the first time."""
+        with self._lock:
+            first = node not in self.dead
+            self.dead.add(node)
+            agent = self._agents.pop(node, None)
+        if agent is not None:
+            try:
+                self._cluster.connect().kill(agent)
+            except Exception:  # already gone with its node
+                pass
+        return first
+
+    def stop(self) -> None:
+        """Kill every agent (RayCluster.shutdown): their runtimes are detached by then."""
+        with self._lock:
+            agents, self._agents = list(self._agents.values()), {}
+        if not agents:
+            return
+        ray = self._cluster.connect()
+        for agent in agents:
+            try:
+                ray.get(agent.shutdown.remote(), timeout=self._cluster.call_timeout_s)
+            except Exception:  # a dead agent has nothing left to close
+                pass
+            ray.kill(agent)
+
+    def all(self) -> list[Any]:
+        with self._lock:
+            return list(self._agents.values())
 
 
 class Deployment:
@@ -159,8 +215,9 @@ class Deployment:
                 scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
             self._pump = CallerPump(self.relay, caller)
         self.tools: Any = cluster.tools if cluster.tools is not None else list(runtime.toolset)
-        self.agents: dict[str, Any] = {}
-        self.dead: set[str] = set()
+        #: This runtime's name on the agents it is attached to.
+        self.key = uuid.uuid4().hex
+        self.attached: dict[str, Any] = {}  # node -> its agent, this runtime attached there
         self.where: dict[str, str] = {}  # session id -> node id
         self.sessions: weakref.WeakValueDictionary[str, ClusterSession] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
@@ -180,7 +237,7 @@ class Deployment:
                 resources = info.get("Resources") or {}
                 slots = resources.get(SLOTS_RESOURCE)
                 wanted = self.cluster.node_resource
-                if node in self.dead or node in exclude or node in self.cluster.draining:
+                if node in self.cluster.agents.dead or node in exclude or node in self.cluster.draining:
                     continue
                 if wanted is not None and wanted not in resources:
                     continue
@@ -194,15 +251,13 @@ class Deployment:
             return min(room, key=lambda n: counts.get(n, 0))
 
     def agent(self, node: str) -> Any:
+        """``node``'s agent, this runtime attached to it (once per node)."""
         with self._lock:
-            found = self.agents.get(node)
+            found = self.attached.get(node)
             if found is None:
-                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-                found = self.agents[node] = self.ray.remote(_agent_class()).options(
-                    num_cpus=0, max_concurrency=self.cluster.agent_concurrency, max_restarts=0,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-                ).remote(self.tools, self.runtime.config, self.options, self.relay, self.cluster.node_setup)
+                found = self.cluster.agents.get(node)
+                self.get(found.attach.remote(self.key, self.tools, self.runtime.config, self.options, self.relay))
+                self.attached[node] = found
             return found
 
     def placed(self, session: ClusterSession, node: str) -> None:
@@ -217,13 +272,8 @@ class Deployment:
     def node_died(self, node: str) -> None:
         """``node``'s agent is gone: no new session goes there; its sessions rebuild elsewhere."""
         with self._lock:
-            self.dead.add(node)
-            agent = self.agents.pop(node, None)
-        if agent is not None:
-            try:
-                self.ray.kill(agent)
-            except Exception:  # already gone with its node
-                pass
+            self.attached.pop(node, None)
+        self.cluster.agents.died(node)
 
     def sweep(self, agent: Any) -> None:
         try:
@@ -242,19 +292,19 @@ class Deployment:
             session.interrupt()
 
     def close(self) -> None:
+        """Detach this runtime from its agents (its sessions and containers there closed)."""
         self.cluster._closed(self)  # a long-lived cluster keeps no closed runtime
         with self._lock:
-            agents, self.agents = list(self.agents.values()), {}
+            agents, self.attached = list(self.attached.values()), {}
             self.where.clear()
             sessions = list(self.sessions.values())
         for session in sessions:
             session.closed = True  # their agents close them below
         for agent in agents:
             try:
-                self.get(agent.shutdown.remote())
+                self.get(agent.detach.remote(self.key))
             except Exception:  # a dead agent has nothing left to close
                 pass
-            self.ray.kill(agent)
         if self._pump is not None:
             self._pump.close()
             self._pump = None

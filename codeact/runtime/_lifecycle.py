@@ -21,7 +21,7 @@ from ..sandbox.driver import KernelDriver
 from ._replay import rebuild_budget, replay
 from ._state import Lifecycle, ReplayCell, Resume, SessionPort
 from ._workspace import collect_files, lay_files, list_files
-from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
+from .snapshot import CellRecord, SkippedCell, Snapshot, SnapshotFile, toolset_fingerprint
 
 #: Default cap on the workspace bytes a snapshot (or a suspension) keeps.
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
@@ -58,14 +58,15 @@ def take_snapshot(session: SessionPort, allow_inexact: bool, max_workspace_bytes
             continue
         cells.append(cell.model_copy(deep=True))
     state = session.sandbox_state
+    files: list[SnapshotFile] | None
     if state.resume is not None and state.resume.files is not None:
         files = list(state.resume.files)
     elif state.driver is not None and not state.driver.dead:
         files = collect_files(state.driver.sandbox.workspace, max_workspace_bytes)
     elif session.user_workspace is not None:
         files = collect_files(session.user_workspace, max_workspace_bytes)
-    else:
-        files = []
+    else:  # a rebuild pending that lays nothing: the workspace is what the replay will make
+        files = None if state.resume is not None else []
     return Snapshot(cells=cells, skipped=skipped, files=files, config=session.config,
                     image=image_of(session.config), toolset_fingerprint=toolset_fingerprint(session.runtime.host.specs),
                     flow_context=sorted(session.flow_context) if session.runtime.flow is not None else None)

@@ -29,6 +29,7 @@ restored session's cell log holds the original records.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 from ..errors import ReplayInterrupted, RestoreDiverged, ToolArgumentsError, ToolError
 from ..results import ExecutionResult, ToolCallRecord
 from ._state import ReplayCell, RuntimePort, SessionPort
+from ._workspace import apply_ops
 from .ledger import cache_key
 from .snapshot import CellRecord, output_digest
 from .toolhost import ToolHost
@@ -288,6 +290,8 @@ def replay(session: SessionPort, run: ReplayCell, cells: list[CellRecord], budge
             own = cell.timeout_s or session.config.timeout_s
             if left <= 0:
                 raise _over_budget(cell, done, cells, budget_s)
+            if cell.files:  # the session.files writes made before it (kept by a cluster's caller)
+                _lay_ops(session, cell)
             responder.begin(cell)
             state.egress_replay = list(cell.egress)  # plain-HTTP requests answered from the record
             state.replay_flow = cell.flow_context
@@ -298,6 +302,13 @@ def replay(session: SessionPort, run: ReplayCell, cells: list[CellRecord], budge
     finally:
         state.replay_host = None
         state.replay_flow = None
+
+
+def _lay_ops(session: SessionPort, cell: CellRecord) -> None:
+    driver = session.sandbox_state.driver
+    assert driver is not None  # the rebuild started it
+    uid = session.config.uid if session.config.backend == "docker" and os.geteuid() == 0 else None
+    apply_ops(driver.sandbox.workspace, cell.files, uid=uid)
 
 
 def _flowing(runtime: RuntimePort, cells: list[CellRecord]) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import SnapshotError
 from ..sandbox.hostfs import Limits, Tree, TreeLimit, UnsafePath
-from .snapshot import SnapshotFile
+from .snapshot import FileOp, SnapshotFile
 
 MAX_FILES = 10_000
 #: What collecting or listing the workspace may cost beyond its byte cap (entries looked at, seconds).
@@ -87,3 +87,20 @@ def lay_files(root: Path, files: list[SnapshotFile], *, keep: set[str] | None, u
                 raise SnapshotError(f"cannot restore {item.path}: a directory is in its place") from None
             except OSError as exc:
                 raise SnapshotError(f"cannot restore {item.path} in the workspace: {exc.strerror}") from None
+
+
+def apply_ops(root: Path, ops: list[FileOp], *, uid: int | None) -> None:
+    """Do again the ``session.files`` writes and removals ``ops`` (a cell's ``files``, before its replay)."""
+    owner = None if uid is None else (uid, uid)
+    with Tree(root, LIMITS) as tree:
+        for op in ops:
+            data = op.content()
+            try:
+                if data is None:
+                    tree.remove(op.path)
+                else:
+                    tree.write(op.path, data, mode=0o644, owner=owner)
+            except UnsafePath:
+                raise SnapshotError(f"refusing workspace path {op.path!r} in a cell's files") from None
+            except OSError as exc:
+                raise SnapshotError(f"cannot write {op.path} in the workspace: {exc.strerror or exc}") from None

@@ -55,11 +55,12 @@ class BatchProgress(Protocol):
 
 
 class _Session(Protocol):
-    """What a batch uses of a ``Session``: its reset and bind (protocol frames, no code runs)."""
+    """What a batch uses of a ``Session`` (or a cluster's ``ClusterSession``): its reset and bind
+    (protocol frames, no code runs) and its runs."""
 
-    def _reset(self, *, forget: bool = False) -> None: ...
+    def reset_namespace(self, *, forget: bool = False) -> None: ...
 
-    def _bind(self, values: Mapping[str, Any]) -> None: ...
+    def bind_names(self, values: Mapping[str, Any]) -> None: ...
 
     def run(self, code: str) -> ExecutionResult: ...
 
@@ -118,8 +119,8 @@ def _bind_item(session: _Session, item: Any, *, reset: bool) -> ExecutionResult 
     SandboxUnavailable (no sandbox at all) is raised: it stops the batch."""
     try:
         if reset:
-            session._reset(forget=True)
-        session._bind({"item": item})
+            session.reset_namespace(forget=True)
+        session.bind_names({"item": item})
     except SandboxUnavailable:
         raise
     except (SandboxError, TypeError, ValueError) as exc:

@@ -145,21 +145,27 @@ class _Sink:
         if not text:
             return
         self._sent[name] += len(text)
-        if self.queue.qsize() >= self._max_queued:  # the listener is behind: the run never waits for it
+        if self._behind():  # the listener is behind: the run never waits for it
             self.dropped += 1
             self.dropped_chars += len(text)
             return
-        self.queue.put(OutputChunk(type=name, text=text, t=self.now()))
+        self._put(OutputChunk(type=name, text=text, t=self.now()))
 
     def started_call(self, record: ToolCallRecord) -> None:
-        self.queue.put(CallStarted.of(record, self.now()))
+        self._put(CallStarted.of(record, self.now()))
 
     def finished_call(self, record: ToolCallRecord) -> None:
-        self.queue.put(CallFinished.of(record, self.now()))
+        self._put(CallFinished.of(record, self.now()))
 
     def egress(self, record: EgressRecord) -> None:
         """From the egress broker's thread: one request, as it completes."""
-        self.queue.put(EgressFinished(record=record, t=self.now()))
+        self._put(EgressFinished(record=record, t=self.now()))
+
+    def _put(self, event: RunEvent) -> None:
+        self.queue.put(event)
+
+    def _behind(self) -> bool:
+        return self.queue.qsize() >= self._max_queued
 
     def ledger(self, store: CallStore) -> CallLedger:
         return ObservedLedger(store, self.started_call, self.finished_call)
@@ -247,6 +253,27 @@ class ObservedLedger(CallLedger):
         if ended:
             self._on_finish(record)
         return ended
+
+
+class _InlineSink(_Sink):
+    """Hands each event to the hook on the thread that makes it: no queue, no listener thread, so a
+    call costs the run no thread switch (the hook must be thread-safe and quick: keep, not act)."""
+
+    def __init__(self, output_cap: int, hook: EventHook) -> None:
+        super().__init__(output_cap)
+        self._hook = hook
+
+    def _put(self, event: RunEvent) -> None:
+        self._hook(event)
+
+    def _behind(self) -> bool:
+        return False
+
+
+def run_inline(run: RunWith, output_cap: int, on_event: EventHook) -> ExecutionResult:
+    """``Session.run(..., inline_events=True)``: the run on this thread, each event handed to
+    ``on_event`` where it is made (see :class:`_InlineSink`); no ``done`` event (the result is returned)."""
+    return run(_InlineSink(output_cap, on_event))
 
 
 #: Runs the session's run with a sink (the session's ``_run`` of one cell, on the worker thread).

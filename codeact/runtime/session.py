@@ -170,7 +170,7 @@ class Runtime:
         session.cells = [c.model_copy(deep=True) for c in snapshot.cells]
         session.skipped = list(snapshot.skipped)
         session._flow_context = frozenset(snapshot.flow_context or ())
-        session.sandbox_state.resume = Resume(files=list(snapshot.files))
+        session.sandbox_state.resume = Resume(files=None if snapshot.files is None else list(snapshot.files))
         if not lazy:
             try:
                 session.start()
@@ -406,14 +406,19 @@ class Session:
             self._ensure()
         return self
 
-    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None) -> ExecutionResult:
+    def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None,
+            inline_events: bool = False) -> ExecutionResult:
         """Run one code action; never raises for anything the code does.
 
-        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread.
+        ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread;
+        with ``inline_events``, on whichever thread makes each one, with no ``done`` event (a hook
+        that only keeps them, thread-safe: a run then switches no thread per event).
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         _check_timeout(timeout_s)
+        if on_event is not None and inline_events:
+            return _events.run_inline(functools.partial(self._run, code, timeout_s), self.config.output_cap, on_event)
         if on_event is not None:
             return _events.run_with_events(functools.partial(self._run, code, timeout_s), self.config.output_cap,
                                            on_event)
@@ -566,13 +571,15 @@ class Session:
             _events._interrupt_until(guard, lambda: ended.is_set() or (work.done() and not began.is_set()))
             raise
 
-    # -- the batch's reset and bind (``runtime.batch``): protocol frames, no code runs -------------
-    def _reset(self, *, forget: bool = False) -> None:
+    # -- reset and bind (a batch's worker between items, ``runtime.batch``): protocol frames, no code runs
+    def reset_namespace(self, *, forget: bool = False) -> None:
         """Put the namespace back to how the sandbox started: names the runs added are removed,
         tool stubs and helpers rebound even where the code shadowed or deleted them (a ``reset``
         frame). Nothing enters ``history`` or ``cells``; the earlier cells leave the state (a
         snapshot after this one replays none of them), or with ``forget`` leave ``cells`` (a
         batch's worker session: its log would grow with the batch). Imported modules and files stay.
+        Under a flow policy the context starts empty again, as after :meth:`trust`: the values
+        whose observations made it are gone (a batch's next item must not carry the last one's).
 
         Raises SandboxError (the sandbox is then discarded; the next use starts a new one)."""
         with self._lock:
@@ -589,15 +596,16 @@ class Session:
                 except SnapshotError:
                     _lifecycle.forget_state(self)
             self.sandbox_state.restored = False
+            self._flow_context = frozenset()
             self._control(lambda driver: driver.reset())
 
-    def _bind(self, values: Mapping[str, Any]) -> None:
+    def bind_names(self, values: Mapping[str, Any]) -> None:
         """Set names in the namespace to JSON values (a ``bind`` frame: decoded, never evaluated).
         Nothing enters ``history`` or ``cells``, so the names are not part of what a snapshot,
         a suspension or a recovery rebuilds.
 
         Raises TypeError (a value is not JSON) or ValueError (a name cannot be bound) before
-        anything is sent, the session untouched; SandboxError as :meth:`_reset`."""
+        anything is sent, the session untouched; SandboxError as :meth:`reset_namespace`."""
         with self._lock:
             self._control(lambda driver: driver.bind(values))
             self._names.bind(values)

@@ -4,7 +4,9 @@ A :class:`Snapshot` holds the cells that built the session's namespace, in order
 ended (completed, or raised: type and line) and its tool-call records (full results); the
 workspace files; the sandbox config and image; the tool set's fingerprint. Restoring replays the
 cells with every tool call answered from those records (see ``_replay``), then lays the saved
-files over the workspace.
+files over the workspace. A cell may also carry the ``session.files`` writes a cluster's caller kept
+from before it (``CellRecord.files``), laid just before it is replayed; a snapshot whose ``files``
+is None (such a caller's replay log) leaves the workspace as the replay made it.
 
 On disk a snapshot is a header line ``{"format", "version", "key_id", "mac"}`` and then the
 zlib-compressed snapshot JSON (see ``_snapshot_file``); ``mac`` is an HMAC-SHA256 over the header
@@ -37,7 +39,7 @@ from ..sandbox.base import SandboxConfig
 from ..tool_stubs import ToolSpec
 from ._snapshot_file import read_signed, write_signed
 
-__all__ = ["CellRecord", "SkippedCell", "Snapshot", "SnapshotFile", "default_key_path", "host_key",
+__all__ = ["CellRecord", "FileOp", "SkippedCell", "Snapshot", "SnapshotFile", "default_key_path", "host_key",
            "toolset_fingerprint"]
 
 #: The version of the snapshot's own fields (the file's format has its own, ``_snapshot_file``).
@@ -51,6 +53,22 @@ class KeptEgress(EgressRecord):
     """An egress record as a cell keeps it: with its response, serialized (replay answers from it)."""
 
     response: str | None = Field(None, repr=False)
+
+
+class FileOp(BaseModel):
+    """One write through ``session.files``: ``data`` (base64) put at ``path``, or None: removed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    data: str | None = None
+
+    @classmethod
+    def write(cls, path: str, data: bytes) -> FileOp:
+        return cls(path=path, data=base64.b64encode(data).decode())
+
+    def content(self) -> bytes | None:
+        return None if self.data is None else base64.b64decode(self.data)
 
 
 class CellRecord(BaseModel):
@@ -84,6 +102,9 @@ class CellRecord(BaseModel):
     #: Under a data-flow policy: the ``flow.context`` its run frame carried (replay sends it again,
     #: so the kernel rebuilds the same labels); None: the run had no ``flow``.
     flow_context: list[str] | None = None
+    #: Writes made through ``session.files`` between the previous cell and this one, kept by a
+    #: cluster's caller (``codeact.cluster``): replay lays them just before this cell runs again.
+    files: list[FileOp] = Field(default_factory=list)
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
@@ -160,7 +181,9 @@ class Snapshot(BaseModel):
     created_at: float = Field(default_factory=time.time)
     cells: list[CellRecord]
     skipped: list[SkippedCell] = Field(default_factory=list)
-    files: list[SnapshotFile] = Field(default_factory=list)
+    #: The workspace's files, laid over it after the replay; None: not laid (the workspace is what
+    #: the replay makes, each cell's ``files`` included: a cluster caller's replay log).
+    files: list[SnapshotFile] | None = Field(default_factory=list)
     config: SandboxConfig
     image: str | None = None
     toolset_fingerprint: str

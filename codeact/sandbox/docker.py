@@ -28,13 +28,11 @@ from ..errors import SandboxUnavailable
 from ..image import ensure_image, resolve_python
 from ..image.engine import docker_client
 from ..kernel.files import kernel_args
-from ..kernel.protocol import FrameSocket
-from ._channel import ChannelListener
+from ._host_end import HostEnd
 from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
-from .egress import EgressBroker
 from .reaper import reap
 
 __all__ = ["DockerSandbox", "sandbox_image"]
@@ -73,28 +71,19 @@ def sandbox_image(config: SandboxConfig) -> tuple[str, str]:
         return _image_and_python(config.image, config.base_image, tuple(config.pip))
 
 
-class DockerSandbox:
+class DockerSandbox(HostEnd):
     """A container running the kernel; ``session_dir`` holds the channel socket."""
 
     def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path,
                  inputs: dict[str, Path] | None = None) -> None:
-        self.config = config
+        super().__init__(config)
         self.session_dir = session_dir
         user_dir = None if workspace == session_dir / "workspace" else workspace
         self._workspace = Workspace(session_dir, config.disk_mb, config.uid, user_dir)
         self.workspace = self._workspace.path
         self.inputs = inputs or {}
         self.container_id: str | None = None
-        self._channel: FrameSocket | None = None
         self._status: ExitStatus | None = None
-        #: The host's end of the sandbox's egress (``SandboxConfig(egress=...)``), while it runs.
-        self.egress: EgressBroker | None = None
-
-    @property
-    def channel(self) -> FrameSocket:
-        if self._channel is None:
-            raise SandboxUnavailable("the sandbox is not started")
-        return self._channel
 
     def _prepare_dirs(self, open_workspace: bool = True) -> Path:
         """The channel directory, and the workspace directory; with ``open_workspace`` the workspace
@@ -163,12 +152,11 @@ class DockerSandbox:
         except BaseException:
             self.close()
             raise
-        listener = ChannelListener(chan_dir, owner_uid=self.config.uid)
+        self._listen(chan_dir, owner_uid=self.config.uid)
         owner = owner_id()
         command = [python, *kernel_args(_KERNEL_DIR), "--connect",
                    f"{CHANNEL_DIR}/channel.sock", "--policy", self.config.effective_policy()]
         if self.config.egress is not None:
-            self.egress = EgressBroker(chan_dir, self.config.egress, owner_uid=self.config.uid)
             command += ["--egress", str(self.config.egress.port)]
         # The workspace (a loop mount with a quota: a copy and a mount command) is made while the
         # engine creates the container, which needs only its directory; the bind happens at start.
@@ -190,7 +178,7 @@ class DockerSandbox:
             if failed:
                 raise _WorkspaceFailed(failed[0])
             client.api.start(self.container_id)
-            self._channel = listener.accept(30.0, self.config.max_frame_bytes)
+            self._accept()
         except (DockerException, OSError) as exc:
             self.close()
             raise SandboxUnavailable(f"cannot start the sandbox container: {one_line(str(exc), 300)}") from None
@@ -200,8 +188,6 @@ class DockerSandbox:
         except _WorkspaceFailed as exc:  # as it came, as when the workspace was made first
             self.close()
             raise exc.error from None
-        finally:
-            listener.close()
 
     def interrupt(self) -> None:
         if self.container_id is not None:
@@ -241,11 +227,7 @@ class DockerSandbox:
 
     def close(self) -> None:
         """Drop the channel and queue the container's removal (see ``reaper``): returns at once."""
-        if self._channel is not None:
-            self._channel.sock.close()  # the kernel exits on EOF; the container stops with it
-            self._channel = None
-        if self.egress is not None:
-            self.egress.close()
+        self._close_host_end()  # the kernel exits on the channel's EOF; the container stops with it
         container_id, self.container_id = self.container_id, None
         if container_id is None:
             self._workspace.close()

@@ -24,11 +24,9 @@ from pathlib import Path
 
 from ..errors import SandboxUnavailable
 from ..kernel.files import kernel_args, materialize
-from ..kernel.protocol import FrameSocket
 from . import _bwrap, _confine
-from ._channel import ChannelListener
+from ._host_end import HostEnd
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
-from .egress import EgressBroker
 
 __all__ = ["LocalSandbox", "isolation_report"]
 
@@ -66,28 +64,19 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-class LocalSandbox:
+class LocalSandbox(HostEnd):
     """A kernel subprocess; ``session_dir`` holds the socket, ``workspace`` is its cwd."""
 
     def __init__(self, config: SandboxConfig, session_dir: Path, workspace: Path,
                  inputs: Mapping[str, Path] | None = None) -> None:
-        self.config = config
+        super().__init__(config)
         self.session_dir = session_dir
         self.workspace = workspace
         #: The host files the ``inputs/`` links point at: bwrap binds these (read-only), never
         #: whatever links the code itself makes in that folder.
         self.input_files = [Path(src).resolve() for src in (inputs or {}).values()]
         self._proc: subprocess.Popen[bytes] | None = None
-        self._channel: FrameSocket | None = None
         self.isolation = _bwrap.resolve_isolation(config.isolation)
-        #: The host's end of the sandbox's egress (``SandboxConfig(egress=...)``), while it runs.
-        self.egress: EgressBroker | None = None
-
-    @property
-    def channel(self) -> FrameSocket:
-        if self._channel is None:
-            raise SandboxUnavailable("the sandbox is not started")
-        return self._channel
 
     def _limits(self) -> None:  # runs in the child between fork and exec
         cfg = self.config
@@ -143,15 +132,13 @@ class LocalSandbox:
     def start(self) -> None:
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(parents=True, exist_ok=True)
-        listener = ChannelListener(self.session_dir)
-        if self.config.egress is not None:
-            self.egress = EgressBroker(self.session_dir, self.config.egress)
+        socket_path = self._listen(self.session_dir)
         seccomp_fd = -1
         try:
             preexec = self._preexec()
             if self.isolation == "bwrap":
                 seccomp_fd = _confine.filter_fd()  # the child inherits it (pass_fds), bwrap reads it
-            cmd = self._command(Path(listener.path).resolve(), self.config.effective_policy(), seccomp_fd)
+            cmd = self._command(socket_path.resolve(), self.config.effective_policy(), seccomp_fd)
             log = open(self.session_dir / "kernel.log", "wb")
             try:
                 self._proc = _spawn(lambda: subprocess.Popen(
@@ -162,23 +149,19 @@ class LocalSandbox:
             finally:
                 log.close()
         except SandboxUnavailable:
-            listener.close()
+            self._stop_listening()
             raise
         except (OSError, subprocess.SubprocessError) as exc:
-            listener.close()
+            self._stop_listening()
             raise SandboxUnavailable(f"cannot start the local kernel: {exc}") from None
         finally:
             if seccomp_fd >= 0:
                 os.close(seccomp_fd)
-        # Alike by design (DockerSandbox.start): accept the kernel's connection, undo this backend's
-        # start on failure, close the listener either way; what "undo" means differs per backend.
         try:
-            self._channel = listener.accept(30.0, self.config.max_frame_bytes)
+            self._accept()
         except SandboxUnavailable:
             self.kill()
             raise
-        finally:
-            listener.close()
 
     def interrupt(self) -> None:
         pass  # the driver's interrupt frame is enough: the kernel signals itself
@@ -207,9 +190,5 @@ class LocalSandbox:
 
     def close(self) -> None:
         self.kill()
-        if self.egress is not None:
-            self.egress.close()
-        if self._channel is not None:
-            self._channel.sock.close()
-            self._channel = None
+        self._close_host_end()
         shutil.rmtree(self.session_dir, ignore_errors=True)

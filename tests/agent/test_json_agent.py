@@ -65,13 +65,30 @@ def test_weather_in_one_turn_of_two_parallel_calls(runtime: Runtime, vendor: str
     assert [r.name for r in episode.records] == ["get_weather", "get_weather"]
 
 
-def test_parallel_calls_run_concurrently(runtime: Runtime, counter: Counter) -> None:
-    calls = [{"name": "slow", "arguments": {"seconds": 0.6}} for _ in range(3)]
-    model = ScriptedModel([{"tool_calls": calls}, "done"])
-    started = time.monotonic()
-    episode = FunctionCallingAgent(model, runtime.toolset, runtime=runtime).run("Wait three times.")
-    assert time.monotonic() - started < 1.5 and counter.max_in_flight == 3
-    assert episode.tool_calls == 3 and all(r.ok for r in episode.records)
+def test_parallel_calls_run_concurrently() -> None:
+    """The three calls of one turn meet at a barrier: run one after another, the first would wait
+    there alone until the barrier breaks, and fail."""
+    import threading
+
+    from codeact import tool
+
+    barrier = threading.Barrier(3, timeout=60)
+
+    @tool(timeout_s=120)
+    def meet(i: int) -> int:
+        """Wait until all three calls run.
+
+        Args:
+            i: Which call.
+        """
+        barrier.wait()
+        return i
+
+    calls = [{"name": "meet", "arguments": {"i": i}} for i in range(3)]
+    with Runtime([meet], SandboxConfig(backend="local", policy="none")) as rt:
+        episode = FunctionCallingAgent(ScriptedModel([{"tool_calls": calls}, "done"]), rt.toolset,
+                                       runtime=rt).run("Meet three times.")
+    assert episode.tool_calls == 3 and all(r.ok for r in episode.records), [r.error for r in episode.records]
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
@@ -183,9 +200,12 @@ def test_interrupt_stops_json_tool_calls_in_flight(tmp_path: Any) -> None:
 
     release = threading.Event()
 
+    running = threading.Event()
+
     @tool(timeout_s=60)
     def stall() -> str:
         """Waits a long time."""
+        running.set()
         release.wait(60)
         return "late"
 
@@ -195,11 +215,10 @@ def test_interrupt_stops_json_tool_calls_in_flight(tmp_path: Any) -> None:
             agent = FunctionCallingAgent(client_for(server, "openai"), rt.toolset, runtime=rt,
                                          trace_path=tmp_path / "t.jsonl")
             workers = rt.loop.pool.max_workers
-            threading.Timer(1.0, agent.interrupt).start()
-            started = time.monotonic()
+            threading.Thread(target=lambda: running.wait(60) and agent.interrupt(), daemon=True).start()
             episode = agent.run("go")
-            assert time.monotonic() - started < 10
-            deadline = time.monotonic() + 5  # the host's loop takes the cancel a moment after the episode ends
+            assert not release.is_set()  # back while the tool still blocks: the call was cut, not awaited
+            deadline = time.monotonic() + 30  # the host's loop takes the cancel a moment after the episode ends
             while rt.loop.pool.max_workers != workers + 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert rt.loop.pool.max_workers == workers + 1  # the stalled tool's thread is lent back meanwhile

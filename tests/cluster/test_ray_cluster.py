@@ -197,7 +197,7 @@ def test_a_hundred_concurrent_sessions_over_three_nodes(nodes: Nodes, ledger: Pa
     assert sorted(runs(ledger)) == sorted(f"c{i}" for i in range(100))
 
 
-def test_close_leaves_no_container_and_no_actor(nodes: Nodes, ledger: Path) -> None:
+def test_runtimes_share_one_agent_per_node_close_detaches_shutdown_ends_them(nodes: Nodes, ledger: Path) -> None:
     from codeact.image.engine import docker_client
     from codeact.sandbox._owner import LABEL
 
@@ -209,20 +209,31 @@ def test_close_leaves_no_container_and_no_actor(nodes: Nodes, ledger: Path) -> N
         finally:
             client.close()
 
-    rt = Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster())
-    sessions = [rt.session() for _ in range(WORKERS)]
+    cluster = nodes.ray_cluster()
+    rt = Runtime(tools(ledger), CONFIG, cluster=cluster)
+    other = Runtime(tools(ledger), CONFIG, cluster=cluster)  # a second runtime: the same agents
+    sessions = [rt.session() for _ in range(WORKERS)] + [other.session() for _ in range(WORKERS)]
     for s in sessions:
         assert s.run("1").ok
-    deployment = rt._deployment
-    assert deployment is not None
-    agents, relay = list(deployment.agents.values()), deployment.relay
+    mine, theirs = rt._deployment, other._deployment
+    assert mine is not None and theirs is not None
+    agents, relay = list(mine.attached.values()), mine.relay
+    assert sorted(a._actor_id.hex() for a in agents) == sorted(a._actor_id.hex() for a in theirs.attached.values())
+    assert sorted(a._actor_id.hex() for a in cluster.agents.all()) == sorted(a._actor_id.hex() for a in agents)
     owners = set(ray.get([a.owner.remote() for a in agents]))
-    assert len(owners) == WORKERS and len(containers(owners)) >= WORKERS
-    rt.close()
+    assert len(owners) == WORKERS and len(containers(owners)) >= 2 * WORKERS
+    rt.close()  # detached: its containers are gone, the other runtime's stay and run
+    assert len(containers(owners)) == WORKERS
+    assert all(ray.get(a.attached.remote()) == [theirs.key] for a in agents)
+    assert all(s.run("2").value == 2 for s in sessions[WORKERS:])
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(relay.take.remote(0), timeout=30)
+    other.close()
     assert containers(owners) == set()
-    for actor in [*agents, relay]:
+    cluster.shutdown()  # the agents go with the cluster
+    for actor in agents:
         with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(actor.count.remote() if actor is not relay else actor.take.remote(0), timeout=30)
+            ray.get(actor.count.remote(), timeout=30)
 
 
 def test_placement_packs_or_spreads_within_each_nodes_slots(nodes: Nodes, ledger: Path) -> None:
@@ -430,3 +441,48 @@ def test_the_code_agent_runs_its_actions_on_the_cluster(nodes: Nodes, ledger: Pa
         episode = CodeActAgent(client_for(fake, "openai"), rt.toolset, runtime=rt).run("Count once")
     assert episode.status == "answered" and [r.name for r in episode.records] == ["bump"]
     assert runs(ledger) == ["agent"]
+
+
+def test_session_files_writes_survive_a_nodes_death(nodes: Nodes, ledger: Path) -> None:
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        s.files.write("a.txt", "one")  # read by the next cell: its replay needs it laid first
+        made = s.run("a = open('a.txt').read()\nopen('b.txt', 'w').write(a)\nopen('k.txt', 'w').write(a + '!')")
+        assert made.ok, made
+        s.files.write("/workspace/d/e.txt", b"four")  # after the last cell: done again after the replay
+        s.files.remove("b.txt")
+        lost = s.node_id
+        nodes.kill(lost)
+        after = s.run("import os\n[a, open('k.txt').read(), open('d/e.txt').read(), os.path.exists('b.txt')]")
+        assert after.ok and after.restored and s.node_id != lost, after
+        assert after.value == ["one", "one!", "four", False]
+        assert s.files.read("a.txt") == b"one" and [len(c.files) for c in s.cells] == [1, 2]  # each run's own
+        (branch,) = s.fork(1)  # a snapshot of the node's session: its cells keep their writes
+        try:
+            assert branch.run("open('d/e.txt').read() + a").value == "fourone"
+        finally:
+            branch.close()
+
+
+def test_ctrl_c_in_the_caller_interrupts_the_run_and_keeps_the_cluster_session(nodes: Nodes, ledger: Path) -> None:
+    import signal
+
+    assert threading.current_thread() is threading.main_thread()
+    with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster()) as rt, rt.session() as s:
+        assert s.run("kept = 41").ok
+
+        def fire() -> None:
+            deadline = time.monotonic() + 60
+            while "go" not in runs(ledger) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        firing = threading.Thread(target=fire, daemon=True)
+        firing.start()
+        with pytest.raises(KeyboardInterrupt):
+            s.run("bump('go')\nimport time\nfor _ in range(3000):\n    time.sleep(0.1)\n", timeout_s=300)
+        firing.join(10)
+        last = s.history[-1]
+        assert last.termination == "interrupted" and [c.name for c in last.calls] == ["bump"], last
+        nxt = s.run("kept + 1")
+        assert nxt.ok and nxt.value == 42 and not nxt.restored
+        assert [c.status for c in s.cells] == ["completed", "inexact", "completed"]

@@ -94,7 +94,7 @@ def _rows(out: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 def test_ray_engine_gives_the_local_results(ray_cluster: Any, tmp_path: Path) -> None:
     local, distributed = tmp_path / "local", tmp_path / "ray"
     run_suite("weather", out=local, sandbox=LOCAL, concurrency=2, progress=False)
-    before = len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"])
+    before = {a["ActorID"] for a in _actors() if a["ActorClassName"] == "NodeAgent"}
     summary = run_suite("weather", out=distributed, sandbox=LOCAL, engine="ray", workers=2, concurrency=2,
                         progress=False)
     assert summary.ran == 14 and not summary.failures
@@ -105,9 +105,10 @@ def test_ray_engine_gives_the_local_results(ray_cluster: Any, tmp_path: Path) ->
         calls = lambda row: [(c["name"], c["arguments"], c["ok"], c["result"]) for c in row["records"]]  # noqa: E731
         assert calls(b[key]) == calls(a[key])
     assert {r["worker"].split(":")[1] for r in b.values()} == {str(os.getpid())}  # the agent loops ran here
-    agents = [a for a in _actors() if a["ActorClassName"] == "NodeAgent"]
-    code = [k for k in b if k[1] == "code"]
-    assert len(agents) == before + len(code) == 7  # each code episode's actions ran on a node's agent
+    agents = [a for a in _actors() if a["ActorClassName"] == "NodeAgent" and a["ActorID"] not in before]
+    assert len([k for k in b if k[1] == "code"]) == 7
+    # the 7 code episodes' runtimes were attached to the one node's one agent, stopped with the run
+    assert len(agents) == 1 and agents[0]["State"] == "DEAD", agents
 
 
 def _actors() -> list[dict[str, Any]]:
@@ -142,7 +143,7 @@ def test_batch_on_ray_keeps_order_and_failures(ray_cluster: Any, tmp_path: Path)
                                        '    """x squared."""\n    return x * x\n')
     (tmp_path / "code.py").write_text(CODE)
     (tmp_path / "in.jsonl").write_text("".join(f"{i}\n" for i in range(100)))
-    before = len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"])
+    before = {a["ActorID"] for a in _actors() if a["ActorClassName"] == "NodeAgent"}
     ran = CliRunner().invoke(app, ["batch", str(tmp_path / "code.py"), str(tmp_path / "in.jsonl"), "--tools",
                                    str(tmp_path / "tools.py"), "--engine", "ray", "--workers", "2", "--concurrency",
                                    "2", "--backend", "local", "--policy", "none", "--out", str(tmp_path / "out.jsonl"),
@@ -152,7 +153,7 @@ def test_batch_on_ray_keeps_order_and_failures(ray_cluster: Any, tmp_path: Path)
     assert [r["index"] for r in results] == list(range(100))
     assert [r["index"] for r in results if not r["ok"]] == [13, 77]
     assert all(r["value"] == r["index"] ** 2 for r in results if r["ok"])
-    assert len([a for a in _actors() if a["ActorClassName"] == "NodeAgent"]) == before + 1  # on the cluster
+    assert len({a["ActorID"] for a in _actors() if a["ActorClassName"] == "NodeAgent"} - before) == 1  # on the cluster
 
 
 def test_the_old_ray_engine_warns_and_runs_on_the_cluster(ray_cluster: Any) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from codeact import Runtime, SandboxConfig, SandboxError, ToolError, tool
+from codeact import Runtime, SandboxConfig, SandboxError, Session, ToolError, tool
 from codeact.cli import app
 from codeact.runtime import batch as runtime_batch
 from codeact.runtime.batch import function_code, map_code
@@ -170,7 +169,7 @@ def test_reset_removes_user_names_and_restores_shadowed_stubs_and_builtins(runti
     with runtime.session() as session:
         session.run("x = 1\nimport math\nprice = None\nlen = lambda *a: -1\nfinal_answer = 0\n"
                     "parallel = ToolError = aio = None")
-        session._reset()
+        session.reset_namespace()
         result = session.run('[globals().get("x", "gone"), globals().get("math", "gone"), price(sku="abc"), '
                              'len("ab"), callable(final_answer), callable(parallel), aio is not None, '
                              'issubclass(ToolError, Exception)]')
@@ -181,7 +180,7 @@ def test_reset_restores_a_stub_the_code_deleted(runtime: Runtime) -> None:
     with runtime.session() as session:
         assert session.run("del price\ndel aio\ndel ToolError\n'price' in globals()").value is False
         assert session.run('price(sku="ab")').error is not None  # NameError: gone for now
-        session._reset()
+        session.reset_namespace()
         assert session.run('[price(sku="abc"), await aio.price(sku="ab"), ToolError.__name__]').value == [
             3.0, 2.0, "ToolError"]
 
@@ -189,7 +188,7 @@ def test_reset_restores_a_stub_the_code_deleted(runtime: Runtime) -> None:
 def test_reset_works_under_the_restricted_policy() -> None:
     with Runtime([price], SandboxConfig(backend="local", timeout_s=10)) as rt, rt.session() as session:
         session.run("x = 1\nprice = None")
-        session._reset()
+        session.reset_namespace()
         assert session.run('price(sku="abcd")').value == 4.0
         result = session.run("x")
         assert result.error is not None and result.error.type == "NameError"
@@ -198,10 +197,10 @@ def test_reset_works_under_the_restricted_policy() -> None:
 def test_bind_sets_nested_json_values(runtime: Runtime) -> None:
     value = {"a": [1, 2.5, None, True, {"b": "ü\n\"'", "c": []}], "n": -3, "empty": {}}
     with runtime.session() as session:
-        session._bind({"item": value, "other": [[[]]], "flag": False})
+        session.bind_names({"item": value, "other": [[[]]], "flag": False})
         result = session.run("[item, other, flag, type(item['a'][1]).__name__, type(item['n']).__name__]")
         assert result.value == [value, [[[]]], False, "float", "int"]
-        session._bind({"item": 2})  # binding again replaces
+        session.bind_names({"item": 2})  # binding again replaces
         assert session.run("item").value == 2
 
 
@@ -210,13 +209,13 @@ def test_bind_refuses_a_value_that_is_not_json_and_binds_nothing(runtime: Runtim
         session.run("item = 'before'")
         for bad in ({1, 2}, float("nan"), object()):
             with pytest.raises(TypeError, match="the value for 'item' is not JSON"):
-                session._bind({"ok": 1, "item": bad})
+                session.bind_names({"ok": 1, "item": bad})
         with pytest.raises(ValueError, match="cannot bind '__builtins__'"):
-            session._bind({"__builtins__": 1})
+            session.bind_names({"__builtins__": 1})
         with pytest.raises(ValueError, match="cannot bind 'not a name', 'class'"):
-            session._bind({"not a name": 1, "class": 2})
+            session.bind_names({"not a name": 1, "class": 2})
         assert session.run("[item, 'ok' in globals()]").value == ["before", False]  # the same sandbox, untouched
-        session._bind({"item": 3})
+        session.bind_names({"item": 3})
         assert session.run("item").value == 3
 
 
@@ -260,11 +259,11 @@ def test_a_reset_marks_each_cell_once_and_a_batch_keeps_no_log(runtime: Runtime,
     monkeypatch.setattr(CellRecord, "__setattr__", counting)
     with runtime.session() as session:
         for i in range(4):
-            session._reset()
+            session.reset_namespace()
             session.run(f"v = {i}")
         assert sorted(marked) == [1, 2, 3]  # each cell once, by the reset after it
         assert [c.in_state for c in session.cells] == [False, False, False, True]
-        session._reset(forget=True)
+        session.reset_namespace(forget=True)
         session.run("w = 1")
         assert [c.code for c in session.cells] == ["w = 1"] and session.snapshot().cells[0].code == "w = 1"
 
@@ -272,8 +271,8 @@ def test_a_reset_marks_each_cell_once_and_a_batch_keeps_no_log(runtime: Runtime,
 def test_reset_and_bind_run_no_code(runtime: Runtime) -> None:
     with runtime.session() as session:
         for i in range(3):
-            session._reset()
-            session._bind({"item": i})
+            session.reset_namespace()
+            session.bind_names({"item": i})
             result = session.run("item\n1 / 0")
             assert result.error is not None and f'"<cell-{i + 1}>"' in result.error.traceback  # the kernel's count
         assert len(session.history) == 3 and [c.code for c in session.cells] == ["item\n1 / 0"] * 3
@@ -283,14 +282,23 @@ def test_reset_and_bind_run_no_code(runtime: Runtime) -> None:
     assert [f'"<cell-{i + 1}>"' in (r.error.traceback if r.error else "") for i, r in enumerate(results)] == [True] * 3
 
 
+def _wrote(session: Session) -> None:
+    """Wait until the sandbox wrote to its channel (or closed it), between runs."""
+    import select
+
+    driver = session.sandbox_state.driver
+    assert driver is not None
+    assert select.select([driver.sandbox.channel.sock], [], [], 60)[0], "the sandbox wrote nothing"
+
+
 def test_a_tool_call_between_runs_is_refused_not_answered_later(runtime: Runtime) -> None:
     with runtime.session() as session:
         session.run("import threading, time\nout = []\n"
                     "def late():\n    time.sleep(0.1)\n    try:\n        out.append(price(sku='ab'))\n"
                     "    except ToolError as exc:\n        out.append(exc.message)\n"
                     "t = threading.Thread(target=late)\nt.start()")
-        time.sleep(0.6)  # the call frame waits in the channel; the bind reads it, refuses it
-        session._bind({"item": 1})
+        _wrote(session)  # the call frame waits in the channel; the bind reads it, refuses it
+        session.bind_names({"item": 1})
         result = session.run("t.join(5)\n[item, out]")
         assert result.value == [1, ["no run is in progress: a tool call made between runs is refused"]]
         assert result.calls == []
@@ -300,10 +308,10 @@ def test_a_sandbox_that_dies_before_a_reset_is_replaced(runtime: Runtime) -> Non
     with runtime.session() as session:
         session.run("import os, threading, time\n"
                     "threading.Thread(target=lambda: (time.sleep(0.1), os._exit(3))).start()")
-        time.sleep(0.6)
+        _wrote(session)
         with pytest.raises(SandboxError, match="exit status 3"):
-            session._reset()
-        session._bind({"item": 5})  # a new sandbox
+            session.reset_namespace()
+        session.bind_names({"item": 5})  # a new sandbox
         assert session.run("item").value == 5
 
 
@@ -318,9 +326,9 @@ def test_a_forged_answer_to_bind_kills_the_sandbox(runtime: Runtime) -> None:
                     "body = json.dumps({'type': 'done', 'id': 'x', 'termination': 'completed'}).encode()\n"
                     "threading.Thread(target=lambda: (time.sleep(0.1), "
                     "chan.sendall(struct.pack('!I', len(body)) + body))).start()")
-        time.sleep(0.6)
+        _wrote(session)
         with pytest.raises(ProtocolViolation, match="protocol violation: answer to 'bind'"):
-            session._bind({"item": 1})
+            session.bind_names({"item": 1})
         assert session.run("'chan' in globals()").value is False  # a fresh sandbox
 
 

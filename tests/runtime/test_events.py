@@ -141,6 +141,18 @@ def test_cached_and_failed_calls(rt: Runtime) -> None:
     assert [s.id for s in started] == [f.id for f in finished] == [c.id for c in result.calls]
 
 
+def test_inline_events_are_handed_over_on_the_threads_that_make_them(rt: Runtime) -> None:
+    events: list[tuple[RunEvent, str]] = []
+    with rt.session() as session:
+        result = session.run("print('hi')\nlookup('a')\nlookup('b')", inline_events=True,
+                             on_event=lambda e: events.append((e, threading.current_thread().name)))
+    kinds = [e.type for e, _ in events]
+    assert kinds.count("call_started") == kinds.count("call_finished") == 2 and "stdout" in kinds
+    assert "done" not in kinds and result.ok  # the result is returned, not sent as an event
+    assert [e.id for e, _ in events if isinstance(e, CallFinished)] == [c.id for c in result.calls]
+    assert {t for _, t in events} != {threading.current_thread().name}  # no listener thread in between
+
+
 def test_stream_async(rt: Runtime) -> None:
     async def main() -> list[RunEvent]:
         with rt.session() as session:

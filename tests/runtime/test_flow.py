@@ -283,6 +283,20 @@ def test_malformed_done_labels_kill_the_run(hits: list[tuple[str, Any]], labels:
         assert result.termination == "killed" and "malformed done frame" in (result.reason or ""), result
 
 
+def test_a_namespace_reset_empties_the_context(hits: list[tuple[str, Any]]) -> None:
+    """A batch worker's reset between items: the values whose observations made the context are
+    gone, so the next item's code is not labelled by what the last item saw."""
+    with flow_runtime(hits) as rt, rt.session() as s:
+        assert s.run(PRELUDE).ok
+        s.run(f"LABELS['done'] = {{'stdout': [{UNTRUSTED!r}]}}\nprint('an email')")
+        s.run("_kernel.send = __codeact_call__.__self__._send = _plain_send")  # the prelude's names go
+        assert s.flow_context == {UNTRUSTED}
+        s.reset_namespace(forget=True)
+        assert s.flow_context == frozenset()
+        s.bind_names({"item": 1})
+        assert s.flow_context == frozenset()
+
+
 def test_the_observation_context_accumulates_and_trust_resets_it(
         hits: list[tuple[str, Any]], sent: list[dict[str, Any]]) -> None:
     with flow_runtime(hits) as rt, rt.session() as s:

@@ -121,13 +121,13 @@ def test_an_endless_oversized_call_frame_does_not_hold_the_run() -> None:
             import time
             head = b'{"type":"call","seq":1,"name":"echo","arguments":{"x":"'
             chan.sendall(struct.pack('!I', 2_000_000_000) + head + b'a' * 100_000)
-            end = time.monotonic() + 30
+            end = time.monotonic() + 300
             while time.monotonic() < end:
                 chan.sendall(b'a' * 65536)
                 time.sleep(0.05)
         """)
         took = time.monotonic() - started
-        assert result.termination == "timeout" and took < 3.0 + 1.0 + 3.0, (result, took)
+        assert result.termination == "timeout" and took < 60, (result, took)  # generous: a held run takes 300 s
         [call] = result.calls
         assert call.error is not None and call.error.code == "invalid_arguments"
         assert s.run("1 + 1").value == 2
@@ -140,12 +140,12 @@ def test_a_trickled_frame_does_not_hold_the_run() -> None:
         result = forged(s, """
             import time
             chan.sendall(struct.pack('!I', 1000) + b'{')
-            for _ in range(150):
+            for _ in range(1500):
                 time.sleep(0.2)
                 chan.sendall(b' ')
         """)
         took = time.monotonic() - started
-        assert result.termination == "timeout" and took < 3.0 + 1.0 + 3.0, (result, took)
+        assert result.termination == "timeout" and took < 60, (result, took)  # generous: a held run takes 300 s
         assert s.run("1 + 1").value == 2
 
 

@@ -117,7 +117,7 @@ def test_the_session_budget_fires_and_a_forgetting_reset_frees_it() -> None:
         with rt.restore(s.snapshot(allow_inexact=True)) as restored:  # its two cells count there too
             restored.run(runs)
             assert [c.status for c in restored.cells] == ["completed", "completed", "inexact"]
-        s._reset(forget=True)  # a batch worker's reset: its cells leave, and so do their bytes
+        s.reset_namespace(forget=True)  # a batch worker's reset: its cells leave, and so do their bytes
         s.run(runs)
         s.run(runs)
         assert [c.status for c in s.cells] == ["completed", "completed"]

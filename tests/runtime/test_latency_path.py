@@ -142,18 +142,41 @@ def test_a_host_bug_while_a_call_is_handled_ends_the_run_at_once(monkeypatch: py
         assert session.run("echo(n=3)").value == 3
 
 
-@pytest.fixture()
-def opened_at(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """When the pool started each kernel (``time.monotonic()``), in order."""
-    import time
+class _Clock:
+    """The pool's ``time`` module with a ``monotonic()`` the test moves by hand: a refill's delay is
+    then checked against the clock's readings, not against how fast a loaded machine runs."""
 
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        import time
+
+        return getattr(time, name)
+
+
+@pytest.fixture()
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from codeact.sandbox import pool as pool_module
+
+    fake = _Clock()
+    monkeypatch.setattr(pool_module, "time", fake)
+    return fake
+
+
+@pytest.fixture()
+def opened_at(monkeypatch: pytest.MonkeyPatch, clock: _Clock) -> list[float]:
+    """The clock's reading when the pool started each kernel, in order."""
     from codeact.sandbox import pool as pool_module
 
     opened: list[float] = []
     real = pool_module.open_kernel
 
     def timed(*args: Any, **kwargs: Any) -> KernelDriver:
-        opened.append(time.monotonic())
+        opened.append(clock.now)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pool_module, "open_kernel", timed)
@@ -172,37 +195,52 @@ def _ready_pool(size: int, *, delay_s: float) -> Iterator[SandboxPool]:
         pool.close()
 
 
-def test_a_refill_starts_only_after_the_delay_and_still_fills(opened_at: list[float]) -> None:
+def _move(pool: SandboxPool, clock: _Clock, to: float) -> None:
+    """Set the clock and wake the refill thread to read it."""
+    with pool._cond:
+        clock.now = to
+        pool._cond.notify_all()
+
+
+def _opened(pool: SandboxPool, opened: list[float], count: int) -> None:
+    """Wait (generously) until the pool has started ``count`` kernels."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while len(opened) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(opened) >= count, pool.last_error
+
+
+def test_a_refill_starts_only_after_the_delay_and_still_fills(opened_at: list[float], clock: _Clock) -> None:
     """The pool holds a refill back ``REFILL_DELAY_S`` after an acquire (the acquiring session's
     first run goes first), and then fills."""
-    import time
-
     opened = opened_at
     with _ready_pool(1, delay_s=0.5) as pool:
+        acquired = clock.now
         driver = pool.acquire()
-        acquired = time.monotonic()
         assert driver is not None
         driver.sandbox.close()
+        _move(pool, clock, acquired + 0.25)  # not yet due: a refill now would read 0.25
+        _move(pool, clock, acquired + 0.5)
         assert pool.wait_ready(60), pool.last_error
-        assert len(opened) == 2 and opened[1] >= acquired + 0.5 - 0.01
+        assert opened[1:] == [acquired + 0.5]
 
 
-def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float]) -> None:
+def test_each_refill_waits_for_its_own_acquire_only(opened_at: list[float], clock: _Clock) -> None:
     """A second acquire inside the first one's delay does not put the first one's refill off:
     with acquires coming faster than the delay, the pool would otherwise never refill."""
-    import time
-
     opened = opened_at
     with _ready_pool(2, delay_s=1.0) as pool:
+        acquired = clock.now
         first = pool.acquire()
-        acquired = time.monotonic()
-        time.sleep(0.6)
+        _move(pool, clock, acquired + 0.6)
         second = pool.acquire()
         assert first is not None and second is not None
         first.sandbox.close()
         second.sandbox.close()
+        _move(pool, clock, acquired + 1.0)  # the first acquire's refill is due; the second's is not
+        _opened(pool, opened, 3)  # waiting for the latest acquire's delay, it would never come
+        _move(pool, clock, acquired + 1.6)
         assert pool.wait_ready(60), pool.last_error
-        assert len(opened) == 4
-        # Its own acquire's delay: 1.0 s after it; the latest acquire's would be 1.6 s.
-        assert acquired + 1.0 - 0.01 <= opened[2] < acquired + 1.45, "the first refill waits for its own delay"
-        assert opened[3] >= acquired + 0.6 + 1.0 - 0.01
+        assert opened[2:] == [acquired + 1.0, acquired + 1.6]

@@ -48,10 +48,15 @@ def test_a_sigint_between_runs_is_ignored(runtime: Runtime, handler: str) -> Non
     when the code set ``SIG_DFL`` (the default would kill the kernel and lose the state)."""
     setup = "signal.signal(signal.SIGINT, signal.SIG_DFL)\n" if handler.startswith("SIG_DFL") else ""
     code = ("import os, signal, threading\n" + setup +
-            "kept = 41\nthreading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n")
+            "kept = 41\ndef _signal():\n    os.kill(os.getpid(), signal.SIGINT)\n    open('signalled', 'w').close()\n"
+            "threading.Timer(0.3, _signal).start()\n")
     with runtime.session() as session:
         assert session.run(code).ok
-        time.sleep(0.8)  # the signal lands while no run is in progress
+        deadline = time.monotonic() + 60  # the signal lands while no run is in progress
+        while not (session.workspace / "signalled").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (session.workspace / "signalled").exists()
+        time.sleep(0.2)  # its handler runs (on the kernel's main thread) before the next run starts
         after = session.run("kept + 1")
         assert after.ok and after.value == 42 and not after.state_lost, after
 

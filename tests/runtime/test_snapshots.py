@@ -438,7 +438,10 @@ def test_a_rebuild_stopped_from_outside_keeps_the_state(rt: Runtime, stop: str) 
         assert s.suspend() and s.suspended
 
         def stop_it() -> None:
-            time.sleep(0.8)  # the replay of the slow cell is under way
+            deadline = time.monotonic() + 60
+            while s.sandbox_state.replay_host is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # the replay's run frame goes out (its cell then runs 2.5 s)
             if stop == "interrupt":
                 s.interrupt()
             elif s.sandbox_state.driver is not None:

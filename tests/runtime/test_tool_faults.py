@@ -117,7 +117,7 @@ def test_a_hung_plain_tool_run_inline_does_not_hold_other_calls() -> None:
     another thread takes over the reading: other calls are answered meanwhile and its timeout fires."""
     release = threading.Event()
 
-    @tool(timeout_s=1.5)
+    @tool(timeout_s=5)
     def hang() -> None:
         """Hangs until released."""
         release.wait(30)
@@ -145,7 +145,7 @@ def test_a_hung_plain_tool_run_inline_does_not_hold_other_calls() -> None:
             assert result.ok, result
             same, took, err = result.value
             assert same and err == "timeout"
-            assert took < 1.0, took  # answered while hang() still held its thread
+            assert took < 3.0, took  # answered while hang() still held its thread (its timeout: 5 s)
             assert result.calls[0].name == "hang" and not result.calls[0].ok
             assert s.run("quick(x=7)").value == 7
     finally:
@@ -193,26 +193,30 @@ def test_a_queued_call_of_an_ended_run_never_runs() -> None:
 def test_closing_a_runtime_does_not_wait_for_a_hung_tool() -> None:
     release = threading.Event()
 
+    running = threading.Semaphore(0)
+
     @tool(timeout_s=120)
     async def hang_async() -> None:
         """Hangs."""
         import asyncio
 
+        running.release()
         await asyncio.sleep(120)
 
     @tool(timeout_s=120, cacheable=True)
     def hang_sync() -> None:
         """Hangs."""
+        running.release()
         release.wait(120)
 
     try:
         rt = Runtime([hang_async, hang_sync], LOCAL)
         for name in ("hang_async", "hang_sync"):
             rt.loop.submit(rt.host.acall(CallLedger(), name, {}))
-        time.sleep(0.3)
+        assert running.acquire(timeout=60) and running.acquire(timeout=60)  # both hang now
         started = time.monotonic()
         rt.close()
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 60  # generous: waiting for the tools would take 120 s
     finally:
         release.set()
 

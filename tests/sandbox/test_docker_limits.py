@@ -90,7 +90,7 @@ def test_long_sleep_is_timeout(rt: Runtime) -> None:
     with rt.session() as session:
         result = session.run("import time\ntime.sleep(10**6)", timeout_s=1.5)
         assert result.termination == "timeout"
-        assert time.monotonic() - started < 1.5 + 2 + 5  # generous: includes the container start
+        assert time.monotonic() - started < 60  # generous (a loaded machine): the sleep would take days
         assert session.run("1 + 1").value == 2
 
 

@@ -12,7 +12,8 @@ import pytest
 from codeact import Runtime, SandboxConfig, Session
 
 #: A process the sandbox's init adopts: its parent exits at once.
-ORPHAN = "import subprocess\nsubprocess.run(['sh', '-c', 'sleep {s} & exit 0'], check=True)"
+#: An orphan that sleeps until killed (its pid in ``orphan.pid``): it ends when the test says so.
+ORPHAN = "import subprocess\nsubprocess.run(['sh', '-c', 'sleep 600 & echo $! > orphan.pid; exit 0'], check=True)"
 
 
 def _children(session: Session, code: str) -> int | None:
@@ -20,9 +21,12 @@ def _children(session: Session, code: str) -> int | None:
     return session.cells[-1].children
 
 
-def _gone(seconds: float) -> None:
-    """Wait (outside any cell) until what sleeps ``seconds`` from a moment ago has ended."""
-    time.sleep(seconds + 0.5)
+def _end_orphan(session: Session) -> None:
+    """Kill the orphan, then run cells until one counts no child (the sandbox's init reaps it)."""
+    assert session.run("import os, signal\nos.kill(int(open('orphan.pid').read()), signal.SIGKILL)").ok
+    deadline = time.monotonic() + 60
+    while _children(session, "pass") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("backend", ["docker", "local"])
@@ -31,18 +35,18 @@ def test_a_child_counts_in_every_cell_until_it_ends(backend: str, request: pytes
         request.getfixturevalue("docker_image")
     with Runtime([], SandboxConfig(backend=backend, policy="none")) as runtime, runtime.session() as s:
         assert _children(s, "x = 1") == 0
-        assert _children(s, "import subprocess\np = subprocess.Popen(['sleep', '2'])") == 1
+        assert _children(s, "import subprocess\np = subprocess.Popen(['sleep', '600'])") == 1
         assert _children(s, "x = 2") == 1  # nothing new started: still the one running
-        assert _children(s, "p.wait()") == 0
+        assert _children(s, "p.kill()\np.wait()") == 0
         assert _children(s, "x = 3") == 0
 
 
 def test_an_orphan_under_the_sandboxs_init_counts_until_it_ends(docker_image: str) -> None:
     with Runtime([], SandboxConfig(backend="docker", policy="none")) as runtime, runtime.session() as s:
         assert _children(s, "x = 1") == 0 and _children(s, "x = 2") == 0
-        assert _children(s, ORPHAN.format(s=2)) == 1  # its parent was reaped: the kernel has no child
+        assert _children(s, ORPHAN) == 1  # its parent was reaped: the kernel has no child
         assert _children(s, "x = 3") == 1
-        _gone(2)
+        _end_orphan(s)
         assert _children(s, "x = 4") == 0
 
 
@@ -57,8 +61,8 @@ def test_a_cell_that_closes_the_kernels_descriptors_is_still_counted(docker_imag
             "        assert os.open('mark', os.O_RDONLY) == int(fd)\n        closed = fd\n")
     with Runtime([], SandboxConfig(backend="docker", policy="none")) as runtime, runtime.session() as s:
         assert _children(s, "x = 1") == 0 and _children(s, "x = 2") == 0
-        assert _children(s, take + "\n" + ORPHAN.format(s=2)) == 1
+        assert _children(s, take + "\n" + ORPHAN) == 1
         assert s.run("closed").ok  # the kernel's descriptor was found and taken
         assert _children(s, "x = 3") == 1
-        _gone(2)
+        _end_orphan(s)
         assert _children(s, "x = 4") == 0 and _children(s, "x = 5") == 0

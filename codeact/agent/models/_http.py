@@ -5,6 +5,11 @@ Retried: connection/transport failures, 408, 409, 429 and every 5xx (529 is Anth
 ``retry-after-ms`` and ``x-should-retry``. Any other status raises :class:`ModelError` at once
 with the provider's message on one line. A stream is retried only until its status line arrives;
 a stream cut after that simply ends (the caller's accumulator reports it as truncated).
+
+Each request is written once, as an *exchange*: a generator that yields the I/O it needs and is
+sent the result. One loop drives it (``Transport._drive``): :meth:`Transport.run` with blocking
+steps, run to its end without an event loop, :meth:`Transport.arun` with awaited ones; the two
+steps (one op's I/O) are all that the sync and async clients do not share.
 """
 
 from __future__ import annotations
@@ -17,8 +22,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator
-from contextlib import aclosing, closing
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +31,7 @@ import httpx
 from codeact._text import one_line, retry_after_seconds
 from codeact.errors import ModelError
 
-__all__ = ["HTTPOptions", "SSEDecoder", "SSEEvent", "Transport"]
+__all__ = ["Exchange", "HTTPOptions", "SSEDecoder", "SSEEvent", "Transport"]
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -169,22 +173,6 @@ class Transport:
         if seen[0] > self.options.max_response_bytes:
             raise ModelError(f"{self.provider} sent an answer larger than {self.options.max_response_bytes} bytes")
 
-    def _body(self, chunks: Iterable[bytes]) -> bytes:
-        seen = [0]
-        parts = []
-        for chunk in chunks:
-            self._counted(len(chunk), seen)
-            parts.append(chunk)
-        return b"".join(parts)
-
-    def _lines(self, chunks: Iterable[bytes]) -> Iterator[str]:
-        """The stream's lines, its raw bytes counted as they come (httpx's own line iterator holds
-        a line until its newline: a stream that never sends one would grow unseen)."""
-        lines = _LineSplitter(self)
-        for chunk in chunks:
-            yield from lines.feed(chunk)
-        yield from lines.end()
-
     def _error_body(self, response: httpx.Response, body: bytes) -> httpx.Response:
         """A failed answer with its body (at most ``_ERROR_BODY`` bytes of it) loaded, for its message.
         ``body`` is decoded already: the headers that describe the wire form do not come along."""
@@ -192,7 +180,70 @@ class Transport:
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
 
-    # -- sync ---------------------------------------------------------------------------------
+    # -- the exchanges: every request's logic, once, without I/O --------------------------------
+    # An exchange is a generator that yields the I/O it needs (an _Op) and is sent its result (or
+    # thrown the httpx.TransportError it raised); :meth:`run` and :meth:`arun` drive it, and one op's
+    # I/O (_step blocking, _astep awaited) is the only code that differs between sync and async.
+
+    def post_json(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Exchange[dict[str, Any]]:
+        """POST and return the decoded JSON answer, retrying per the policy (a transport failure
+        while reading the body is a failed attempt like any other)."""
+        data = yield from self._attempts(url, headers, body, read=True)
+        assert isinstance(data, bytes)
+        return self._decode(data)
+
+    def post_events(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                    sink: Callable[[SSEEvent], None]) -> Exchange[None]:
+        """POST and hand each SSE event of the answer to ``sink``; a cut stream just ends."""
+        wire = yield from self._attempts(url, headers, body, read=False)
+        assert isinstance(wire, _Wire)
+        decoder, lines = SSEDecoder(), _LineSplitter(self)
+        try:
+            while (chunk := (yield _Next(wire))) is not None:
+                for line in lines.feed(chunk):
+                    if (event := decoder.feed(line)) is not None:
+                        sink(event)
+        except httpx.TransportError:
+            return  # cut mid-stream: the accumulator sees no terminal event
+        for line in lines.end():
+            if (event := decoder.feed(line)) is not None:
+                sink(event)
+        yield _Next(wire, close=True)
+
+    def _attempts(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                  read: bool) -> Generator[_Op, Any, _Wire | bytes]:
+        """The request's attempts (:class:`_Attempts` decides) until a success: its open wire, or
+        with ``read`` its body read within ``max_response_bytes``."""
+        attempts = _Attempts(self)
+        for delay in attempts:
+            if delay:
+                yield _Sleep(delay)
+            try:
+                wire: _Wire = yield _Send(url, headers, body)
+                if wire.response.is_success:
+                    return (yield from self._read(wire, None)) if read else wire
+                head = yield from self._read(wire, _ERROR_BODY)  # the error's body, for its message
+                attempts.failed(self._error_body(wire.response, head))
+            except httpx.TransportError as exc:
+                attempts.failed(exc)
+        raise attempts.error() from None
+
+    def _read(self, wire: _Wire, limit: int | None) -> Generator[_Op, Any, bytes]:
+        """The wire's body, then the wire closed: all of it, counted against ``max_response_bytes``,
+        or its first ``limit`` bytes."""
+        seen, parts, size = [0], [], 0
+        while (chunk := (yield _Next(wire))) is not None:
+            if limit is None:
+                self._counted(len(chunk), seen)
+            parts.append(chunk)
+            size += len(chunk)
+            if limit is not None and size >= limit:
+                break
+        yield _Next(wire, close=True)
+        data = b"".join(parts)
+        return data if limit is None else data[:limit]
+
+    # -- the I/O ------------------------------------------------------------------------------
 
     def _sync_client(self) -> httpx.Client:
         with self._lock:
@@ -206,108 +257,132 @@ class Transport:
                 self._client.close()
                 self._client = None
 
-    def _send(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> httpx.Response:
-        """The request's attempts (:class:`_Attempts` decides) until a success, its body unread."""
-        return self._attempt(url, headers, body, lambda response: response)
-
-    def _fetch(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> bytes:
-        """The body of the request's first success, read within ``max_response_bytes`` (a transport
-        failure while reading it is a failed attempt like any other)."""
-        def read(response: httpx.Response) -> bytes:
-            with closing(response):
-                return self._body(response.iter_bytes())
-
-        return self._attempt(url, headers, body, read)
-
-    def _attempt(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                 take: Callable[[httpx.Response], _T]) -> _T:
+    def run(self, exchange: Exchange[_T]) -> _T:
+        """Drive ``exchange`` with blocking I/O on the pooled client; its value."""
         client = self._sync_client()
-        attempts = _Attempts(self)
-        for delay in attempts:
-            if delay:
-                time.sleep(delay)
-            try:
-                response = client.send(client.build_request("POST", url, headers=headers, json=body), stream=True)
-                if response.is_success:
-                    return take(response)
-                with closing(response):  # the error's body, for its message (bounded)
-                    head = b""
-                    for chunk in response.iter_bytes():
-                        head += chunk
-                        if len(head) >= _ERROR_BODY:
-                            break
-                attempts.failed(self._error_body(response, head[:_ERROR_BODY]))
-            except httpx.TransportError as exc:
-                attempts.failed(exc)
-        raise attempts.error() from None
 
-    def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
-        """POST and return the decoded JSON answer, retrying per the policy."""
-        return self._decode(self._fetch(url, headers, body))
+        async def step(op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+            return self._step(client, op, opened)  # blocks: this coroutine never suspends
 
-    def stream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Generator[SSEEvent, None, None]:
-        """POST and yield the SSE events of the answer; a cut stream just ends."""
-        with closing(self._send(url, headers, body)) as response:
-            yield from _events(self._lines(response.iter_bytes()))
+        async def close(response: httpx.Response) -> None:
+            response.close()
 
-    # -- async --------------------------------------------------------------------------------
-    # Each call opens a fresh httpx.AsyncClient (safe across event loops); _asend is _send's twin
-    # with awaited I/O, the attempts and the decision being _Attempts' in both.
+        return _blocking(self._drive(exchange, step, close))
 
-    async def _asend(self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any],
-                     read: bool = False) -> httpx.Response | bytes:
-        """:meth:`_send`, or with ``read`` :meth:`_fetch`, awaited."""
-        attempts = _Attempts(self)
-        for delay in attempts:
-            if delay:
-                await asyncio.sleep(delay)
-            try:
-                response = await client.send(client.build_request("POST", url, headers=headers, json=body),
-                                             stream=True)
-                if response.is_success:
-                    if not read:
-                        return response
-                    async with aclosing(response):
-                        seen, parts = [0], []
-                        async for chunk in response.aiter_bytes():
-                            self._counted(len(chunk), seen)
-                            parts.append(chunk)
-                        return b"".join(parts)
-                async with aclosing(response):
-                    head = b""
-                    async for chunk in response.aiter_bytes():
-                        head += chunk
-                        if len(head) >= _ERROR_BODY:
-                            break
-                attempts.failed(self._error_body(response, head[:_ERROR_BODY]))
-            except httpx.TransportError as exc:
-                attempts.failed(exc)
-        raise attempts.error() from None
-
-    async def apost(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`post`."""
+    async def arun(self, exchange: Exchange[_T]) -> _T:
+        """:meth:`run` awaited, on a fresh ``httpx.AsyncClient`` (safe across event loops)."""
         async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            data = await self._asend(client, url, headers, body, read=True)
-        assert isinstance(data, bytes)
-        return self._decode(data)
+            async def step(op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+                return await self._astep(client, op, opened)
 
-    async def astream(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
-        """Async :meth:`stream`."""
-        async with httpx.AsyncClient(timeout=self.options.timeout, verify=_ssl_context()) as client:
-            response = await self._asend(client, url, headers, body)
-            assert isinstance(response, httpx.Response)
-            async with aclosing(response):
-                decoder, lines = SSEDecoder(), _LineSplitter(self)
+            async def close(response: httpx.Response) -> None:
+                await response.aclose()
+
+            return await self._drive(exchange, step, close)
+
+    @staticmethod
+    async def _drive(exchange: Exchange[_T], step: _Step, close: Callable[[httpx.Response], Awaitable[None]]) -> _T:
+        """The one loop of :meth:`run` and :meth:`arun`: do each step the exchange asks for and
+        hand it the result (or throw it the transport error); in the end close what is still open."""
+        opened: list[httpx.Response] = []
+        try:
+            op = next(exchange)
+            while True:
                 try:
-                    async for chunk in response.aiter_bytes():
-                        for line in lines.feed(chunk):
-                            if (event := decoder.feed(line)) is not None:
-                                yield event
-                    for line in lines.end():
-                        if (event := decoder.feed(line)) is not None:
-                            yield event
-                except httpx.TransportError:
-                    pass  # cut mid-stream, as in _events
+                    result = await step(op, opened)
+                except httpx.TransportError as exc:
+                    op = exchange.throw(exc)
+                else:
+                    op = exchange.send(result)
+        except StopIteration as stop:
+            value: _T = stop.value
+            return value
+        finally:
+            exchange.close()
+            for response in opened:  # those an error left open
+                await close(response)
+
+    @staticmethod
+    def _step(client: httpx.Client, op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+        if isinstance(op, _Sleep):
+            time.sleep(op.seconds)
+        elif isinstance(op, _Send):
+            response = client.send(client.build_request("POST", op.url, headers=op.headers, json=op.body),
+                                   stream=True)
+            opened.append(response)
+            return _Wire(response, response.iter_bytes())
+        elif op.close:
+            op.wire.response.close()
+        else:
+            assert isinstance(op.wire.chunks, Iterator)
+            return next(op.wire.chunks, None)
+        return None
+
+    @staticmethod
+    async def _astep(client: httpx.AsyncClient, op: _Op, opened: list[httpx.Response]) -> _Wire | bytes | None:
+        if isinstance(op, _Sleep):
+            await asyncio.sleep(op.seconds)
+        elif isinstance(op, _Send):
+            response = await client.send(client.build_request("POST", op.url, headers=op.headers, json=op.body),
+                                         stream=True)
+            opened.append(response)
+            return _Wire(response, response.aiter_bytes())
+        elif op.close:
+            await op.wire.response.aclose()
+        else:
+            assert isinstance(op.wire.chunks, AsyncIterator)
+            return await anext(op.wire.chunks, None)
+        return None
+
+
+def _blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run to its end a coroutine that never suspends (its steps block instead)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    coroutine.close()
+    raise RuntimeError("a blocking exchange suspended")
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """A sent request's response, its body unread, and the one iterator over its chunks."""
+
+    response: httpx.Response
+    chunks: Iterator[bytes] | AsyncIterator[bytes]
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    """Wait before the next attempt."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Send:
+    """POST this JSON body; the result is the response's :class:`_Wire`."""
+
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Next:
+    """The next chunk of the wire's body (``None`` at its end); with ``close``, release its connection."""
+
+    wire: _Wire
+    close: bool = False
+
+
+_Op = _Sleep | _Send | _Next
+#: Does one op, blocking or awaited, noting each response it opens; the op's result.
+_Step = Callable[[_Op, list[httpx.Response]], Awaitable["_Wire | bytes | None"]]
+#: A request's logic as a generator of the I/O it needs, returning its value.
+Exchange = Generator[_Op, Any, _T]
 
 
 #: Bytes of a failed answer's body read for its error message.
@@ -349,17 +424,6 @@ class _LineSplitter:
     def end(self) -> list[str]:
         rest, self._pieces = b"".join(self._pieces), []
         return [rest.decode("utf-8", "replace")] if rest else []
-
-
-def _events(lines: Iterator[str]) -> Iterator[SSEEvent]:
-    """The SSE events of a response's lines; a transport failure mid-stream just ends them."""
-    decoder = SSEDecoder()
-    try:
-        for line in lines:
-            if (event := decoder.feed(line)) is not None:
-                yield event
-    except httpx.TransportError:
-        pass  # cut mid-stream: the accumulator sees no terminal event
 
 
 class _Attempts:

@@ -10,7 +10,6 @@ joined per block and parsed when the block stops.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from codeact.agent.messages import Message, ModelResponse, StopReason, ToolCall, Usage
 from codeact.agent.models._http import HTTPOptions, SSEEvent
 from codeact.agent.models.base import (
+    Endpoint,
     HTTPModelClient,
     StreamAccumulator,
     StrictTools,
@@ -25,7 +25,6 @@ from codeact.agent.models.base import (
     ToolDef,
     choice_name,
     decode_event,
-    require_key,
     tool_parts,
 )
 from codeact.errors import ModelError
@@ -230,6 +229,7 @@ class AnthropicClient(HTTPModelClient):
     """
 
     provider = "anthropic"
+    endpoint = Endpoint(DEFAULT_BASE_URL, "/v1/messages", key_env="ANTHROPIC_API_KEY", url_env="ANTHROPIC_BASE_URL")
     strict_tools = STRICT_TOOLS
 
     def __init__(
@@ -245,21 +245,9 @@ class AnthropicClient(HTTPModelClient):
         extra_headers: dict[str, str] | None = None,
         strict: bool | None = None,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        opts = options or HTTPOptions(timeout=timeout, max_retries=max_retries)
-        super().__init__(model, key or None, opts)
-        self._base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        require_key(key, "ANTHROPIC_API_KEY", self._base_url, DEFAULT_BASE_URL)
-        self.extra_body = dict(extra_body or {})
-        self.extra_headers = dict(extra_headers or {})
+        super().__init__(model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
+                         options=options, extra_body=extra_body, extra_headers=extra_headers)
         self.supports_strict_tools = _BEFORE_STRICT.search(model) is None if strict is None else strict
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
-
-    def _endpoint(self) -> str:
-        return f"{self._base_url}/v1/messages"
 
     def _headers(self, stream: bool) -> dict[str, str]:
         headers = {

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import abc
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import aclosing, closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from codeact._text import one_line
 from codeact.agent.messages import Message, ModelResponse
-from codeact.agent.models._http import HTTPOptions, SSEEvent, Transport
+from codeact.agent.models._http import Exchange, HTTPOptions, SSEEvent, Transport
 from codeact.errors import ModelError
 from codeact.tool_stubs.strict import OptionalForm
 
-__all__ = ["HTTPModelClient", "ModelClient", "StreamAccumulator", "StrictTools", "ToolChoice", "ToolDef", "require_key"]
+__all__ = ["Endpoint", "HTTPModelClient", "ModelClient", "StreamAccumulator", "StrictTools", "ToolChoice", "ToolDef",
+           "require_key"]
 
 ToolChoice = Literal["auto", "none", "required"] | Mapping[str, str]
 ToolDef = Mapping[str, Any]
@@ -142,26 +144,50 @@ def require_key(key: str | None, env: str, base_url: str, default_url: str) -> N
         raise ModelError(f"{env} is not set: export it, or pass api_key= (for another server, its base URL)")
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a vendor's API is and how a client finds its key: the default base URL, the path of
+    one turn below it, and the environment variables that override the key and the URL."""
+
+    default_url: str
+    path: str
+    key_env: str
+    url_env: str
+
+
 class HTTPModelClient(abc.ABC):
-    """Shared ``complete``/``acomplete`` for vendors reached over HTTP; subclasses map the wire."""
+    """Shared ``complete``/``acomplete`` for vendors reached over HTTP; subclasses map the wire.
+
+    The key is ``api_key``, else ``$<endpoint.key_env>``; the base URL ``base_url``, else
+    ``$<endpoint.url_env>``, else the vendor's. ``extra_body``/``extra_headers`` go on every request."""
 
     provider: str = "model"
+    endpoint: ClassVar[Endpoint]
     model: str
 
-    def __init__(self, model: str, api_key: str | None, options: HTTPOptions) -> None:
+    def __init__(self, model: str, *, base_url: str | None, api_key: str | None, timeout: float, max_retries: int,
+                 options: HTTPOptions | None, extra_body: dict[str, Any] | None,
+                 extra_headers: dict[str, str] | None) -> None:
+        where = self.endpoint
+        key = api_key if api_key is not None else os.environ.get(where.key_env)
+        self._base_url = (base_url or os.environ.get(where.url_env) or where.default_url).rstrip("/")
+        require_key(key, where.key_env, self._base_url, where.default_url)
         self.model = model
-        self._api_key = api_key
-        self._transport = Transport(self.provider, options, secret=api_key)
+        self._api_key = key or None
+        self._transport = Transport(self.provider, options or HTTPOptions(timeout=timeout, max_retries=max_retries),
+                                    secret=self._api_key)
+        self.extra_body = dict(extra_body or {})
+        self.extra_headers = dict(extra_headers or {})
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     @property
-    @abc.abstractmethod
-    def base_url(self) -> str: ...
+    def base_url(self) -> str:
+        return self._base_url
 
-    @abc.abstractmethod
-    def _endpoint(self) -> str: ...
+    def _endpoint(self) -> str:
+        return self._base_url + self.endpoint.path
 
     @abc.abstractmethod
     def _headers(self, stream: bool) -> dict[str, str]: ...
@@ -194,8 +220,26 @@ class HTTPModelClient(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Alike by design (acomplete below): the sync and async twins differ only in the blocking vs awaited
-    # transport call; everything else (_body, _endpoint, _headers, _parse, the accumulator) is shared.
+    def _turn(self, body: dict[str, Any], stream: bool) -> Exchange[ModelResponse]:
+        """One turn's request (``body``, from :meth:`_body`) and the parse of its answer, for
+        :meth:`complete` and :meth:`acomplete`."""
+        url, headers = self._endpoint(), self._headers(stream)
+        if not stream:
+            data = yield from self._transport.post_json(url, headers, body)
+            with _shape_checked(self):
+                return self._parse(data)
+        acc = self._accumulator()
+
+        def feed(event: SSEEvent) -> None:
+            with _shape_checked(self):
+                acc.feed(event)
+
+        yield from self._transport.post_events(url, headers, body, feed)
+        with _shape_checked(self):
+            return acc.result()
+
+    # Alike by design (acomplete below, and ModelClient's): the signatures are spelled out; both run
+    # the one _turn, blocking or awaited.
     def complete(
         self,
         messages: Sequence[Message],
@@ -208,18 +252,7 @@ class HTTPModelClient(abc.ABC):
     ) -> ModelResponse:
         """Ask the model for its next turn (see :class:`ModelClient`)."""
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
-        url, headers = self._endpoint(), self._headers(stream)
-        if not stream:
-            data = self._transport.post(url, headers, body)
-            with _shape_checked(self):
-                return self._parse(data)
-        acc = self._accumulator()
-        with closing(self._transport.stream(url, headers, body)) as events:
-            for event in events:
-                with _shape_checked(self):
-                    acc.feed(event)
-        with _shape_checked(self):
-            return acc.result()
+        return self._transport.run(self._turn(body, stream))
 
     async def acomplete(
         self,
@@ -233,15 +266,4 @@ class HTTPModelClient(abc.ABC):
     ) -> ModelResponse:
         """Async :meth:`complete`."""
         body = self._body(messages, system, tools, tool_choice, max_tokens, stream)
-        url, headers = self._endpoint(), self._headers(stream)
-        if not stream:
-            data = await self._transport.apost(url, headers, body)
-            with _shape_checked(self):
-                return self._parse(data)
-        acc = self._accumulator()
-        async with aclosing(self._transport.astream(url, headers, body)) as events:
-            async for event in events:
-                with _shape_checked(self):
-                    acc.feed(event)
-        with _shape_checked(self):
-            return acc.result()
+        return await self._transport.arun(self._turn(body, stream))

@@ -9,7 +9,6 @@ the stream completes.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from codeact._deprecated import deprecated_alias
 from codeact.agent.messages import Message, ModelResponse, StopReason, ToolCall, Usage
 from codeact.agent.models._http import HTTPOptions, SSEEvent
 from codeact.agent.models.base import (
+    Endpoint,
     HTTPModelClient,
     StreamAccumulator,
     StrictTools,
@@ -25,7 +25,6 @@ from codeact.agent.models.base import (
     ToolDef,
     choice_name,
     decode_event,
-    require_key,
     tool_parts,
 )
 from codeact.errors import ModelError
@@ -207,6 +206,7 @@ class OpenAIClient(HTTPModelClient):
     strict_tools = StrictTools(optional="nullable")
 
     provider = "openai"
+    endpoint = Endpoint(DEFAULT_BASE_URL, "/chat/completions", key_env="OPENAI_API_KEY", url_env="OPENAI_BASE_URL")
 
     # Alike by design (AnthropicClient.__init__): each vendor's constructor spells out its own keywords,
     # environment variables and defaults; the shared part is HTTPModelClient.__init__.
@@ -223,24 +223,12 @@ class OpenAIClient(HTTPModelClient):
         extra_body: dict[str, Any] | None = None,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        opts = options or HTTPOptions(timeout=timeout, max_retries=max_retries)
-        super().__init__(model, key or None, opts)
-        self._base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        require_key(key, "OPENAI_API_KEY", self._base_url, DEFAULT_BASE_URL)
+        super().__init__(model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
+                         options=options, extra_body=extra_body, extra_headers=extra_headers)
         if max_tokens_param is None:
             host = urlsplit(self._base_url).hostname or ""
             max_tokens_param = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
         self.max_tokens_param = max_tokens_param
-        self.extra_body = dict(extra_body or {})
-        self.extra_headers = dict(extra_headers or {})
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
-
-    def _endpoint(self) -> str:
-        return f"{self._base_url}/chat/completions"
 
     def _headers(self, stream: bool) -> dict[str, str]:
         headers = {"accept": "text/event-stream" if stream else "application/json", **self.extra_headers}
