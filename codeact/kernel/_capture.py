@@ -14,7 +14,10 @@ import select
 import struct
 import termios
 import threading
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 
 class OutputLimit(BaseException):

@@ -9,7 +9,10 @@ import _ast as ast  # the parser's node types; the ast module itself costs an id
 import collections
 import re
 import types
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 #: How a top-level statement that is certainly not an expression starts: a keyword of a simple or
 #: compound statement, a decorator, or ``name =`` / ``a.b +=`` (not ``==``). Conservative: any

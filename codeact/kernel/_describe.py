@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
     from . import lazy_stubs, protocol, rich_output

@@ -16,7 +16,10 @@ import os
 import select
 import threading
 import time
-from typing import Any, Protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any, Protocol
 
 try:  # flat in the sandbox image; a package when imported on the host
     from . import protocol
@@ -34,21 +37,22 @@ _READER_AFTER_S = 0.02
 _READER_LINGER_S = 0.05
 
 
-class _Calls(Protocol):
-    def has_async_waiting(self) -> bool: ...
+if TYPE_CHECKING:  # what the reading needs, for the type checker only
+    class _Calls(Protocol):
+        def has_async_waiting(self) -> bool: ...
 
 
-class _Kernel(Protocol):
-    """What the reading needs of the kernel."""
+    class _Kernel(Protocol):
+        """What the reading needs of the kernel."""
 
-    channel: protocol.FrameSocket
-    running: bool
-    runs: collections.deque[dict[str, Any]]
+        channel: protocol.FrameSocket
+        running: bool
+        runs: collections.deque[dict[str, Any]]
 
-    @property
-    def client(self) -> _Calls: ...
+        @property
+        def client(self) -> _Calls: ...
 
-    def dispatch(self, message: dict[str, Any]) -> None: ...
+        def dispatch(self, message: dict[str, Any]) -> None: ...
 
 
 class Reading:

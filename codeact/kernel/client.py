@@ -20,7 +20,10 @@ import itertools
 import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
     from .frames import RETRYABLE_CODES

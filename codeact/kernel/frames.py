@@ -14,7 +14,9 @@ or ``chunks`` (the ``output`` frame's ``[stream, text]`` pairs).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 __all__ = ["CODE_ERROR", "FRAMES", "FROM_HOST", "FROM_KERNEL", "RETRYABLE_CODES", "TERMINATIONS", "Field", "problem"]
 

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import _ast as ast  # the parser's node types; the ast module itself costs an idle kernel memory
 import _signal
+import _socket  # socket.py (its enums, selectors) costs every idle kernel memory
 import collections
 import linecache
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
 import types
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 try:  # flat in the sandbox image; a package when imported on the host
     from . import client, frames, lazy_stubs, protocol, rich_output, running
@@ -453,7 +456,7 @@ def _kill_copies(fd: int) -> None:
     """Point every other descriptor of ``fd``'s socket at a socket whose peer is closed (writes
     fail, reads see EOF): the numbers stay taken, so an object the code holds closes its own."""
     own = os.fstat(fd)
-    dead, peer = socket.socketpair()
+    dead, peer = _socket.socketpair()
     peer.close()
     try:
         for name in os.listdir("/proc/self/fd"):
@@ -468,10 +471,10 @@ def _kill_copies(fd: int) -> None:
         dead.close()
 
 
-def _connect(path: str, deadline_s: float = 10.0) -> socket.socket:
+def _connect(path: str, deadline_s: float = 10.0) -> _socket.socket:
     end = time.monotonic() + deadline_s
     while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.connect(path)
             return sock

@@ -20,10 +20,11 @@ from __future__ import annotations
 import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
     import ast
+    from typing import Any
 
 #: The same line as ``codeact.tool_stubs.render.LAZY_MARKER`` (the host cannot be imported here).
 MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"

@@ -30,10 +30,13 @@ from __future__ import annotations
 import json
 import keyword
 import re
-import socket
 import struct
 import time
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    import _socket
+    from typing import Any
 
 VERSION = 1
 _HEADER = struct.Struct("!I")
@@ -250,7 +253,7 @@ def encode(message: dict[str, Any]) -> bytes:
 class FrameSocket:
     """Reads and writes frames on a connected stream socket (not thread-safe for reading)."""
 
-    def __init__(self, sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, sock: _socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.sock = sock
         self.max_frame = max_frame
         self._buf = bytearray()

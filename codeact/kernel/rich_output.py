@@ -12,7 +12,10 @@ import json
 import os
 import sys
 import warnings
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 __all__ = ["Outputs", "json_value"]
 

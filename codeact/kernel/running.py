@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
+    from typing import Any
 
 __all__ = ["MAX_PROCESSES", "LeftRunning", "count_processes", "count_threads"]
 

@@ -8,6 +8,7 @@ clear reason. Which thread reads a run's frames, and when the reading passes to 
 
 from __future__ import annotations
 
+import _socket
 import functools
 import itertools
 import json
@@ -413,7 +414,7 @@ class _Unsent(TimeoutError):
     """A frame the kernel did not take (all of it) by the write's deadline."""
 
 
-def _send_by(sock: socket.socket, data: bytes, deadline: float, *, or_nothing: bool = False) -> bool:
+def _send_by(sock: _socket.socket, data: bytes, deadline: float, *, or_nothing: bool = False) -> bool:
     """Write all of ``data`` by ``deadline`` (``time.monotonic()``): non-blocking sends, a poll
     between them, so the deadline bounds the whole frame, not each send. With ``or_nothing``,
     False when the socket takes none of it at once (the channel is left as it was). Raises

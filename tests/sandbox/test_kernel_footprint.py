@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from codeact import Runtime
 
-LAZY = ("ast", "traceback", "datetime", "decimal")
+LAZY = ("ast", "traceback", "datetime", "decimal", "socket", "selectors")
 
 
 def test_an_idle_kernel_has_not_imported_what_it_does_not_need(runtime: Runtime) -> None:
