@@ -5,7 +5,8 @@ and timed on its own). Pooled: ``SandboxConfig(pool_size=2)``, the pool refilled
 (``wait_ready``) before every sample so no refill competes with the sample. Cold: ``pool_size=0``.
 Baselines in the same rounds: ``docker run --rm --network none IMAGE python3 -c pass``, a cold
 local subprocess kernel, and beside the pooled row a pooled pydantic-monty checkout to its first
-``feed_run("1")`` (``monty.py``: no OS isolation).
+``feed_run("1")`` (``monty.py``: no OS isolation). With Docker, a last row splits the cold samples
+into their steps (``_fresh_steps``): engine create and start, the kernel's start, the handshake.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from codeact import Runtime
 
 from ._common import Baseline, Context, Row, med_p90, ratio
+from ._fresh_steps import STEPS, StepClock
 from .monty import NOTE as MONTY_NOTE
 from .monty import open_peer as open_monty
 
@@ -25,14 +27,21 @@ COLD_MS = 300.0
 CLOSE_MS = 100.0
 ROWS = [("fresh_pooled", "fresh session from the warm pool, acquire → first result", "ms", f"≤ {POOLED_MS:g} ms"),
         ("fresh_cold", "fresh session, no pool, acquire → first result", "ms", f"≤ {COLD_MS:g} ms"),
-        ("session_close", "session close", "ms", f"≤ {CLOSE_MS:g} ms")]
+        ("session_close", "session close", "ms", f"≤ {CLOSE_MS:g} ms"),
+        ("fresh_cold_steps", "fresh session, no pool: where the ms go (median of each step)", "ms", "—")]
 
 
-def _session_ms(rt: Runtime, close_ms: list[float]) -> float:
+def _session_ms(rt: Runtime, close_ms: list[float], clock: StepClock | None = None,
+                steps: list[dict[str, float]] | None = None) -> float:
+    if clock is not None:
+        clock.reset()
     start = time.perf_counter()
     session = rt.session()
     result = session.run("1")
     first = time.perf_counter()
+    split = clock.split(start, first) if clock is not None else None
+    if split is not None and steps is not None:
+        steps.append(split)
     session.close()
     close_ms.append((time.perf_counter() - first) * 1000)
     if result.value != 1:
@@ -56,6 +65,8 @@ def measure(ctx: Context) -> list[Row]:
     close: list[float] = []
     local_close: list[float] = []
     monty_ms: list[float] = []
+    steps: list[dict[str, float]] = []
+    clock = StepClock() if ctx.docker else None
     image = python = None
     docker_note = "n/a: the subject is the local backend" if not ctx.docker else ""
     if ctx.docker:
@@ -80,7 +91,11 @@ def measure(ctx: Context) -> list[Row]:
                     if monty is not None:
                         monty_ms.append(monty.checkout_ms())
                 pool.wait_ready(120)  # no refill in flight during the cold samples
-                cold.append(_session_ms(rt_cold, close))
+                if clock is not None:
+                    with clock.patched():
+                        cold.append(_session_ms(rt_cold, close, clock, steps))
+                else:
+                    cold.append(_session_ms(rt_cold, close))
                 local_cold.append(_session_ms(rt_local, local_close))
                 if image is not None and python is not None:
                     docker_run.append(_docker_run_ms(image, python))
@@ -114,5 +129,22 @@ def measure(ctx: Context) -> list[Row]:
             ratio=ratio(k_med, lc_med), ratio_label="× local", target=f"≤ {CLOSE_MS:g} ms",
             met=k_med <= CLOSE_MS, note="Session.close() of the pooled and cold sessions above"),
     ]
+    rows.append(_steps_row(label, steps, c_med, d_med))
     return rows
+
+
+def _steps_row(label: str, steps: list[dict[str, float]], total: float, docker_run: float | None) -> Row:
+    """The cold samples split into their steps: each step's median (they need not sum to the total's)."""
+    measure = f"fresh {label} session, no pool: where the ms go (median of each step)"
+    if not steps:
+        return Row(key="fresh_cold_steps", measure=measure, unit="ms", status="n/a",
+                   note="only the Docker backend's start is split into steps")
+    medians = {name: med_p90([s[name] for s in steps]) for name in STEPS}
+    summed = sum(m for m, _ in medians.values())
+    return Row(key="fresh_cold_steps", measure=measure, unit="ms", median=summed, samples=len(steps),
+               baselines=[Baseline(name, m, p) for name, (m, p) in medians.items()],
+               ratio=ratio(summed, docker_run), ratio_label="× docker run",
+               note="; ".join(f"{name} {m:.1f}" for name, (m, _) in medians.items())
+               + f" (the steps' medians sum to {summed:.0f} ms; the cold median is {total:.0f} ms)",
+               extra={"steps_ms": {name: {"median": m, "p90": p} for name, (m, p) in medians.items()}})
 
