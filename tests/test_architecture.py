@@ -52,7 +52,7 @@ IN_SANDBOX = tuple(sorted(f"kernel/{p.name}" for p in (PACKAGE / "kernel").glob(
 #: local backend's policy; the kernel imports it only there, and never in the Docker image).
 IN_SANDBOX_EXTRA = {"RestrictedPython", "protocol", "frames", "client", "kernel", "_restricted", "_restricted_ast",
                     "_restricted_modules", "lazy_stubs", "egress_forwarder", "running", "rich_output",
-                    "flow", "_flow_rewrite", "_capture", "_cells", "_describe", "_live", "_reading"}
+                    "flow", "_flow_rewrite", "_capture", "_cells", "_describe", "_live", "_reading", "_sources"}
 
 
 def _modules() -> dict[str, Path]:

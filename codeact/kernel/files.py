@@ -23,6 +23,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "kernel/_describe.py",
     "kernel/_live.py",
     "kernel/_reading.py",
+    "kernel/_sources.py",
     "kernel/protocol.py",
     "kernel/frames.py",
     "kernel/_restricted.py",

@@ -15,7 +15,6 @@ import _ast as ast  # the parser's node types; the ast module itself costs an id
 import _signal
 import _socket  # socket.py (its enums, selectors) costs every idle kernel memory
 import collections
-import linecache
 import os
 import select
 import signal
@@ -35,6 +34,7 @@ try:  # flat in the sandbox image; a package when imported on the host
     from ._describe import MAX_MESSAGE, MAX_VALUE, describe, encode_value, fitted, safe_text
     from ._live import PERIOD, LiveOutput
     from ._reading import Reading
+    from ._sources import CellSources
 except ImportError:
     import client  # type: ignore[no-redef]
     import frames  # type: ignore[no-redef]
@@ -47,6 +47,7 @@ except ImportError:
     from _describe import MAX_MESSAGE, MAX_VALUE, describe, encode_value, fitted, safe_text  # type: ignore[no-redef]
     from _live import PERIOD, LiveOutput  # type: ignore[no-redef]
     from _reading import Reading  # type: ignore[no-redef]
+    from _sources import CellSources  # type: ignore[no-redef]
 
 __all__ = ["Kernel", "OutputLimit", "main"]
 
@@ -76,6 +77,7 @@ class Kernel:
         self.running = False
         self.cell_count = 0
         self._evaluate = Evaluator()
+        self.sources = CellSources()  # the cells' lines for tracebacks (linecache, once imported)
         self.reading = Reading(self)
         self.on_sigint = self.reading.on_sigint  # one bound method, so the handler's identity can be checked
         self.client = client.ToolClient(self.send, wait=self.reading.await_reply, on_async=self.reading.want_reader)
@@ -240,7 +242,7 @@ class Kernel:
         source = str(request.get("code", ""))
         self.cell_count += 1
         filename = f"<cell-{self.cell_count}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.sources.add(filename, source)
         self.output.reset(int(request.get("output_cap", 1 << 20)), int(request.get("output_limit", 128 << 20)))
         if request.get("stream"):  # the host listens for events: stream output as it is written
             self.live.start(str(request.get("id")))
@@ -409,7 +411,7 @@ class Kernel:
             pass
         finally:
             self.namespace, self.cell_count, self._compile = namespace, count, compile_cell
-            linecache.cache.pop(f"<cell-{count + 1}>", None)
+            self.sources.discard(f"<cell-{count + 1}>")
 
     def _reply_setup(self, request: dict[str, Any]) -> None:
         try:
