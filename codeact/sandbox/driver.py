@@ -108,7 +108,11 @@ class KernelDriver:
             self._fault(str(exc))
             raise
         except OSError:
-            self.kill()  # the peer went away mid-frame: whatever follows would be misread
+            # The peer closed its end: nothing more is written (``dead``), and the sandbox is
+            # reaped, or killed if it lingers, by ``exit_status``, which keeps the status of a
+            # kernel that exited on its own (a kill first would report SIGKILL instead).
+            self.dead = True
+            self.sandbox.exit_status()
             raise
         finally:
             self._write_lock.release()

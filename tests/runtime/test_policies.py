@@ -157,7 +157,7 @@ def test_rate_limit_spaces_calls() -> None:
     times: list[float] = []
 
     @tool(rate_limit_per_s=20)
-    async def ping() -> bool:  # async: it starts the moment the limiter lets it, so its clock is exact
+    async def ping() -> bool:  # async: it starts soon after the limiter lets it
         """Ping."""
         times.append(time.monotonic())
         return True
@@ -166,10 +166,11 @@ def test_rate_limit_spaces_calls() -> None:
         result = run(rt, "parallel(lambda _: ping(), range(5))")
     assert result.value == [True] * 5
     times.sort()
-    # At most 20 per second, even when asked all at once: the k-th call starts no sooner than k
-    # intervals after the first. (Two neighbours may be closer: a call the event loop started late
-    # does not push the next one's slot back.)
-    assert [k for k, t in enumerate(times) if t - times[0] < k * 0.05 * 0.95] == []
+    # At most 20 per second, even when asked all at once: the k-th call is let through k intervals
+    # after the first was. The tool's own clock reads a call a little after that, and the first
+    # call's reading may be late on a loaded machine, so the k-th is at least k - 1 intervals
+    # past it (all five at once, as without the limit, fails from k = 2).
+    assert [k for k, t in enumerate(times) if k and t - times[0] < (k - 1) * 0.05 * 0.95] == []
 
 
 def test_timeout_ends_an_async_tool_and_frees_it() -> None:
