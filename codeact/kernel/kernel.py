@@ -338,7 +338,7 @@ class Kernel:
         scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
         scope["__codeact_call__"] = self.client.call
         self.stub_scope = scope
-        exec(compile(stubs, "<codeact-tools>", "exec"), scope)
+        exec(compile(stubs, "<codeact-tools>", "exec", flags=lazy_stubs.FLAGS, dont_inherit=True), scope)
         eager = {key: obj for key, obj in scope.items()
                  if isinstance(obj, types.FunctionType) and obj.__module__ == "codeact_tools"}
         self.namespace.update(eager)

@@ -4,7 +4,10 @@ A large toolset's module of lean stubs (``render_lean_stubs`` on the host) defin
 functions; compiling them all would cost every session a tenth of a second of CPU for tools it never
 calls. The module lists its stubs after :data:`MARKER` (a comment: compiled whole, the module still
 defines everything), one ``def`` per chunk, chunks separated by one blank line, then one footer line
-that marks defaults. The kernel compiles the part before the marker and keeps each stub's source:
+that marks defaults. A typed module (``render_stubs(defer_typing=True)``) lists after
+:data:`TYPED_MARKER` the stubs that need ``typing``, its import and their ``TypedDict`` classes: one
+block, compiled whole at the first use of any of them, so an idle kernel never imports ``typing``.
+The kernel compiles the part before the marker and keeps each stub's source:
 
 * every such tool's name is bound at once to a :class:`Pending` stand-in, a callable that compiles
   the stub when it is called, so a tool reached by a computed name (``globals()[name]``) works;
@@ -28,6 +31,12 @@ if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are neve
 
 #: The same line as ``codeact.tool_stubs.render.LAZY_MARKER`` (the host cannot be imported here).
 MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"
+#: The same line as ``codeact.tool_stubs.render.TYPED_MARKER``: the typed stubs after it need ``typing``
+#: (each idle kernel would pay for its import), so they are compiled together at the first use of one.
+TYPED_MARKER = "# -- codeact: the stubs below use typing: compiled together when the code first uses one --"
+#: How the stubs are compiled, in one piece or lazily: annotations postponed (the ``__future__``
+#: import's flag), so none is evaluated when a stub is defined and ``help`` shows the same strings.
+FLAGS = 0x1000000
 _FOOTER = "\n\n__codeact_mark_defaults__("
 _FILENAME = "<codeact-tools>"
 
@@ -36,10 +45,16 @@ Compile = Callable[["ast.Module", str], "tuple[types.CodeType | None, types.Code
 
 
 def split(module: str) -> tuple[str, dict[str, str]]:
-    """``module`` → (the source to compile now, python name → source of each stub compiled later)."""
+    """``module`` → (the source to compile now, python name → source of each stub compiled later).
+
+    After :data:`TYPED_MARKER` every name maps to the one block they are all compiled in."""
     now, marker, later = module.partition("\n" + MARKER + "\n")
     if not marker:
-        return module, {}
+        now, marker, later = module.partition("\n" + TYPED_MARKER + "\n")
+        if not marker:
+            return module, {}
+        block = later.rpartition(_FOOTER)[0] if _FOOTER in later else later
+        return now, dict.fromkeys(_defined(block), block)
     body = later.rpartition(_FOOTER)[0] if _FOOTER in later else later
     sources: dict[str, str] = {}
     for i, chunk in enumerate(body.split("\n\ndef ")):
@@ -47,6 +62,11 @@ def split(module: str) -> tuple[str, dict[str, str]]:
         if source.startswith("def ") and "(" in source:
             sources[source[4:source.index("(")]] = source
     return now, sources
+
+
+def _defined(block: str) -> list[str]:
+    """The functions a block of typed stubs defines (a stub's docstring lines are indented)."""
+    return [line[4:line.index("(")] for line in block.split("\n") if line.startswith("def ") and "(" in line]
 
 
 def code_names(*codes: types.CodeType | None) -> set[str]:
@@ -87,6 +107,9 @@ class LazyStubs:
         self.scope = scope  # the stubs' module globals: __codeact_call__, __codeact_args__, …
         self.sources = sources  # python name → source, while not compiled
         self.compiled: dict[str, types.FunctionType] = {}
+        first = next(iter(sources.values()), "")
+        #: The typed block (see :data:`TYPED_MARKER`) every name stands for, or "" for lean stubs.
+        self._block = "" if first.startswith("def ") else first
         self.pending: dict[str, Pending] = {name: Pending(self, name) for name in sources}
         self._lock = threading.Lock()
 
@@ -101,13 +124,14 @@ class LazyStubs:
     def _compile(self, names: Iterable[str]) -> dict[str, types.FunctionType]:
         with self._lock:
             todo = [n for n in names if n not in self.compiled]
-            if todo:  # one compile for all of a cell's new tools
-                source = "\n\n".join(self.sources[n] for n in todo)
-                exec(compile(source, _FILENAME, "exec", dont_inherit=True), self.scope)
+            if todo:  # one compile for all of a cell's new tools; typed ones: their block defines them all
+                todo = list(self.sources) if self._block else todo
+                source = self._block or "\n\n".join(self.sources[n] for n in todo)
+                exec(compile(source, _FILENAME, "exec", flags=FLAGS, dont_inherit=True), self.scope)
                 made = [self.scope[n] for n in todo]
                 self.scope["__codeact_mark_defaults__"](made)
                 for name, fn in zip(todo, made, strict=True):
-                    if fn.__doc__ is None:  # lean stubs carry no docstring: help() says where the docs are
+                    if fn.__doc__ is None and not self._block:  # lean stubs carry no docstring: help() says
                         fn.__doc__ = f"A tool: describe_tool({name!r}) shows its parameters, types and result."
                     self.compiled[name] = fn
                     del self.sources[name]

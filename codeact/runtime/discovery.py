@@ -112,4 +112,4 @@ class ToolViews:
             self.catalog.prepare()  # the model will search: have the index ready by then
         self.prompt_view = full if full is not None else self.catalog.index_view(prompt_budget_chars)
         # the sandbox: every tool, typed when the model sees the stubs, lean when it looks them up
-        self.sandbox_stubs = render_lean_stubs(specs) if self.large else render_stubs(specs)
+        self.sandbox_stubs = render_lean_stubs(specs) if self.large else render_stubs(specs, defer_typing=True)

@@ -118,7 +118,8 @@ class Toolset:
         return Toolset([self, other if isinstance(other, Toolset) else Toolset(other)])
 
     def stubs(self) -> str:
-        """The typed stub module for these tools (what a sandbox executes)."""
+        """The typed stub module for these tools (a runtime's sandbox runs it with its ``typing`` part
+        compiled at first use: ``render_stubs(specs, defer_typing=True)``)."""
         return render_stubs(self.specs)
 
     def prompt_view(self, budget: int = DEFAULT_PROMPT_BUDGET) -> str:

@@ -113,6 +113,8 @@ class TypeRenderer:
 
     def __init__(self, taken: set[str]) -> None:
         self.imports: set[str] = set()
+        #: Whether what was rendered since it was last reset names ``typing`` or a class (needs the import).
+        self.typed = False
         self._taken = taken | _BUILTIN_NAMES
         self._pending: list[str] = []
         self._by_body: dict[tuple[str, str], str] = {}
@@ -136,6 +138,7 @@ class TypeRenderer:
 
     def any(self) -> str:
         self.imports.add("Any")
+        self.typed = True
         return "Any"
 
     # -- rendering ---------------------------------------------------------------------------------
@@ -197,6 +200,7 @@ class TypeRenderer:
         alts = []
         if shown:
             self.imports.add("Literal")
+            self.typed = True
             alts.append(f"Literal[{', '.join(shown)}]")
         return alts + (["None"] if None in values else [])
 
@@ -236,6 +240,7 @@ class TypeRenderer:
         total = all(req for _, _, req, _ in fields)
         body = _class_body(fields, total)
         existing = self._by_body.get((camel(hint), body))
+        self.typed = True
         if existing and (reserved is None or py_str(reserved) not in body):
             if reserved:
                 self._taken.discard(reserved)

@@ -3,7 +3,8 @@
 Each stub is an ordinary ``def`` whose body only builds a dict of arguments and returns
 ``__codeact_call__(<tool name>, <arguments>)``. The kernel injects ``__codeact_call__``; stubs use no
 other global name besides ``typing`` names and the module's own ``__codeact_args__``, and no builtins,
-since a tool may be called ``max`` or ``dict``.
+since a tool may be called ``max`` or ``dict``. The module a sandbox runs (``defer_typing=True``) has
+the stubs that need ``typing`` last, so that an idle kernel need not import it.
 
 Faithful arguments: a signature shows the schema's documented default (``per_page: int = 30``), but
 a short footer wraps every default in a ``__codeact_default__`` marker (its repr is the value's, so
@@ -30,8 +31,8 @@ from codeact.tool_stubs._schema_to_py import (
 )
 from codeact.tool_stubs.spec import RESERVED_NAMES, ToolSpec, python_names
 
-__all__ = ["HEADER", "LAZY_MARKER", "StubParameter", "render_lean_stubs", "render_module", "render_stubs",
-           "stub_signature"]
+__all__ = ["HEADER", "LAZY_MARKER", "TYPED_MARKER", "StubParameter", "render_lean_stubs", "render_module",
+           "render_stubs", "stub_signature"]
 
 HEADER = """\
 # Tools. Each function below runs a tool on the host, outside this sandbox, and returns its result.
@@ -46,6 +47,9 @@ HEADER = """\
 #: them (``codeact/kernel/lazy_stubs.py`` reads the same constant; the text is a plain comment,
 #: so the module stays complete: compiled whole, it defines everything).
 LAZY_MARKER = "# -- codeact: the stubs below are compiled when the code first uses them --"
+#: In a typed module rendered with ``defer_typing``, the stubs after this line need ``typing`` and are
+#: compiled together, the import included, when the code first uses one (``lazy_stubs`` reads it too).
+TYPED_MARKER = "# -- codeact: the stubs below use typing: compiled together when the code first uses one --"
 _CALL = "__codeact_call__"
 _ARGS = "__codeact_args__"
 _PREAMBLE = '''\
@@ -112,43 +116,53 @@ def stub_signature(spec: ToolSpec, stub: str) -> tuple[list[StubParameter], bool
     return params, extra is True or (isinstance(extra, dict) and bool(extra))
 
 
-def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False) -> str:
+def render_stubs(specs: Sequence[ToolSpec], *, prompt: bool = False, defer_typing: bool = False) -> str:
     """Python source (3.10+) defining one typed stub function per spec, named by its python name.
 
     ``prompt=True``: the text the model is shown: the same signatures and docstrings, bodies ``...``,
-    without the module's default-marking machinery.
+    without the module's default-marking machinery. ``defer_typing=True`` (what a sandbox runs): the
+    stubs that need ``typing`` (its names or a ``TypedDict``) come last, after :data:`TYPED_MARKER`,
+    with the import, so that a kernel compiles them only when the code first uses one of them.
     """
     specs = list(specs)
-    return render_module(specs, python_names(specs), prompt=prompt)
+    return render_module(specs, python_names(specs), prompt=prompt, defer_typing=defer_typing)
 
 
 def render_module(specs: Sequence[ToolSpec], names: Mapping[str, str], *, prompt: bool = False,
-                  header: str = HEADER) -> str:
+                  header: str = HEADER, defer_typing: bool = False) -> str:
     """:func:`render_stubs` with the python names given (a subset of a larger set keeps its names)."""
     types = TypeRenderer(set(names.values()) | RESERVED_NAMES | _ANNOTATION_BUILTINS)
-    head: list[str] = []
-    tail_classes: list[str] = []
-    tail_defs: list[str] = []
+    head: list[tuple[str, str, bool]] = []  # (python name or "" for a class, source, needs typing)
+    tail: list[tuple[str, str, bool]] = []  # stubs named like a builtin that annotations use, their classes
     for spec in specs:
         name = names[spec.name]
         shadows = name in _ANNOTATION_BUILTINS
+        types.typed = False
         source = _function(spec, name, types, quoted=shadows, prompt=prompt)
-        if shadows:
-            tail_classes += types.drain()
-            tail_defs.append(source)
-        else:
-            head += [*types.drain(), source]
+        (tail if shadows else head).extend([*(("", c, True) for c in types.drain()), (name, source, types.typed)])
+    deferred = defer_typing and not prompt and bool(types.imports)
+    imports = "from typing import " + ", ".join(sorted(types.imports)) if types.imports else ""
     top = [header] if header else []
-    if types.imports:
-        top.append("from typing import " + ", ".join(sorted(types.imports)))
+    if imports and not deferred:
+        top.append(imports)
     if not specs:
         top.append("# (no tools are available)")
     parts = ["\n\n".join(top)] if top else []
     if not prompt and specs:
         parts.append(_PREAMBLE)
-    parts += [*head, *tail_classes, *tail_defs]
-    if not prompt and specs:
-        parts.append(_footer(names[s.name] for s in specs))
+    if not deferred:
+        parts += [source for _, source, _ in [*head, *tail]]
+        if not prompt and specs:
+            parts.append(_footer(names[s.name] for s in specs))
+        return "\n\n\n".join(parts) + "\n"
+    plain = [name for name, _, typed in head if not typed]
+    parts += [source for _, source, typed in head if not typed]
+    if plain:
+        parts.append(_footer(plain))
+    # builtin-named stubs stay last, so that every annotation before them reads the builtin
+    later = [(name, source) for name, source, typed in head if typed] + [(name, source) for name, source, _ in tail]
+    parts += [f"{TYPED_MARKER}\n{imports}", *(source for _, source in later)]
+    parts.append(_footer(name for name, _ in later if name))
     return "\n\n\n".join(parts) + "\n"
 
 

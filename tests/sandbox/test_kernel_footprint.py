@@ -5,7 +5,7 @@ session memory), and the values they serve still come back right: the cells' sou
 
 from __future__ import annotations
 
-from codeact import Runtime
+from codeact import Runtime, SandboxConfig
 
 LAZY = ("ast", "traceback", "datetime", "decimal", "socket", "selectors", "linecache", "tokenize")
 
@@ -41,3 +41,33 @@ def test_the_cells_lines_reach_linecache_whoever_imports_it_first(runtime: Runti
         assert source == "def f():\n    return 1 / 0"
         failed = session.run("f()")
         assert failed.error is not None and "return 1 / 0" in failed.error.traceback, failed.error
+
+
+#: What the built-in tools' stubs showed before their typed part became lazy (annotations postponed).
+SIGNATURES = ["(call_id: 'str', offset: 'int' = 0, limit: 'int | None' = None) -> 'ReadResultResult'",
+              "(query: 'str', limit: 'int' = 10) -> 'list[ToolHit]'", "(name: 'str') -> 'str'"]
+
+
+def test_an_idle_kernel_with_the_default_tools_has_not_imported_typing(backend: str) -> None:
+    config = SandboxConfig(backend=backend, timeout_s=10, grace_s=1, policy="none")  # type: ignore[arg-type]
+    with Runtime([], config) as rt, rt.session() as session:
+        assert "from typing import TypedDict" in rt.prompt_view  # what the model sees is unchanged
+        idle = session.run("import sys\n'typing' in sys.modules")
+        assert (idle.ok, idle.value) == (True, False), idle
+        shown = session.run("import inspect, pydoc, typing\n"
+                            "[[str(inspect.signature(f)) for f in (read_result, search_tools, describe_tool)],\n"
+                            " pydoc.render_doc(search_tools, renderer=pydoc.plaintext).splitlines()[2],\n"
+                            " sorted(typing.get_type_hints(read_result)['return'].__required_keys__),\n"
+                            " typing.is_typeddict(typing.get_type_hints(search_tools)['return'].__args__[0])]")
+        assert shown.value == [SIGNATURES, "search_tools(query: 'str', limit: 'int' = 10) -> 'list[ToolHit]'",
+                               ["call_id", "next_offset", "offset", "text", "total_chars"], True], shown
+        calls = session.run("[repr(read_result.__defaults__), repr(search_tools.__defaults__), aio.read_result.__name__]")
+        assert calls.value == ["(0, None)", "(10,)", "read_result"], calls
+
+
+def test_a_typed_stub_reached_by_a_computed_name_is_compiled_with_its_classes(backend: str) -> None:
+    config = SandboxConfig(backend=backend, timeout_s=10, grace_s=1, policy="none")  # type: ignore[arg-type]
+    with Runtime([], config) as rt, rt.session() as session:
+        found = session.run("globals()['search_' + 'tools']('read a large result', limit=1)")
+        assert found.ok and isinstance(found.value, list), found
+        assert session.run("import sys\n'typing' in sys.modules").value is True

@@ -6,6 +6,7 @@ timing: which names hold functions of the stubs' module.
 """
 
 from __future__ import annotations
+import __future__
 
 import textwrap
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 from codeact import Runtime, SandboxConfig, Toolset
 from codeact.kernel import lazy_stubs
 from codeact.tool_stubs import ToolSpec, python_names
-from codeact.tool_stubs.render import LAZY_MARKER, render_lean_stubs, render_stubs
+from codeact.tool_stubs.render import LAZY_MARKER, TYPED_MARKER, render_lean_stubs, render_stubs
 from tests.servers.big_openapi import big_document
 from tests.servers.json_http import json_server
 
@@ -62,6 +63,32 @@ def test_small_toolsets_and_typed_modules_have_nothing_lazy() -> None:
     module = render_stubs([ToolSpec(name="t", input_schema={"properties": {"a": {"type": "integer"}}})])
     assert lazy_stubs.split(module) == (module, {})
     assert lazy_stubs.split(render_lean_stubs([])) == (render_lean_stubs([]), {})
+
+
+def test_a_typed_module_defers_only_the_stubs_that_need_typing() -> None:
+    assert lazy_stubs.TYPED_MARKER == TYPED_MARKER and lazy_stubs.FLAGS == __future__.annotations.compiler_flag
+    specs = [ToolSpec(name="plain", input_schema={"properties": {"a": {"type": "integer", "default": 2}}},
+                      output_schema={"type": "string"}),  # without one it would return Any, from typing
+             ToolSpec(name="pick", input_schema={"properties": {"k": {"enum": ["x", "y"], "default": "x"}}},
+                      output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+             ToolSpec(name="str", input_schema={"properties": {"s": {"type": "string"}}})]  # shadows an annotation
+    module = render_stubs(specs, defer_typing=True)
+    assert render_stubs(specs, prompt=True, defer_typing=True) == render_stubs(specs, prompt=True)
+    now, later = lazy_stubs.split(module)
+    assert "typing" not in now and "def plain(" in now and list(later) == ["pick", "str"]
+    whole: dict[str, Any] = {"__codeact_call__": lambda name, args: (name, args)}
+    exec(compile(module, "<t>", "exec", flags=lazy_stubs.FLAGS, dont_inherit=True), whole)
+    scope: dict[str, Any] = {"__codeact_call__": lambda name, args: (name, args)}
+    exec(compile(now, "<t>", "exec", flags=lazy_stubs.FLAGS, dont_inherit=True), scope)
+    stubs = lazy_stubs.LazyStubs(scope, later)
+    assert "TypedDict" not in scope and scope["plain"]() == ("plain", {})  # its default marked: not sent
+    assert stubs.function("str")("s") == ("str", {"s": "s"}) and list(stubs.compiled) == ["pick", "str"]
+    for name in ("plain", "pick", "str"):
+        made, expected = scope[name], whole[name]
+        assert (made.__annotations__, made.__doc__, repr(made.__defaults__)) == \
+            (expected.__annotations__, expected.__doc__, repr(expected.__defaults__))
+    assert scope["pick"]() == ("pick", {}) and scope["PickResult"].__required_keys__ == frozenset({"n"})
+    assert render_stubs(specs[:1], defer_typing=True) == render_stubs(specs[:1])  # nothing typed: as it was
 
 
 @pytest.mark.parametrize("backend_name,policy", [("local", "none"), ("local", "restricted"), ("docker", "none")])
