@@ -100,6 +100,7 @@ class KernelDriver:
         if not self._write_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             self._fault("another write to it did not finish in time")
             raise TimeoutError("the channel is held by a write that does not finish")
+        gone = False
         try:
             if self.dead:
                 raise BrokenPipeError("the sandbox is gone")
@@ -108,16 +109,16 @@ class KernelDriver:
             self._fault(str(exc))
             raise
         except OSError:
-            # The peer closed its end: nothing more is written (``dead``), and the sandbox is
-            # reaped, or killed if it lingers, by ``exit_status``, which keeps the status of a
-            # kernel that exited on its own (a kill first would report SIGKILL instead).
-            self.dead = True
-            self.sandbox.exit_status()
+            gone, self.dead = not self.dead, True  # the peer closed its end: nothing more is written
             raise
         finally:
             self._write_lock.release()
             if self._interrupt_due:
                 self._flush_interrupt()
+            if gone:
+                # Reaped, or killed if it lingers, outside the lock: a kernel that exited on its
+                # own keeps its status (a kill first would report SIGKILL instead).
+                self.sandbox.exit_status()
 
     def _fault(self, why: str) -> None:
         """The kernel stopped reading its channel: kill it, and say so as the run's reason."""
