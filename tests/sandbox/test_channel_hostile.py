@@ -91,12 +91,16 @@ def test_result_stays_bounded(runtime: Runtime) -> None:
         assert many.error is not None and many.error.type == "ToolError"
 
 
-#: Code that stops every reader of the kernel (the lock they take to read is held) and writes
-#: 2,000 call frames straight to the channel: the host's answers fill the socket and stay there.
+#: Code that stops every reader of the kernel and writes 2,000 call frames straight to the
+#: channel: the host's answers fill the socket and stay there. Holding the lock a thread takes to
+#: become the reader is not enough: a run that computed for a while has handed the channel to the
+#: reader thread already, which would go on reading (and answer the interrupt); so whatever
+#: thread reads also blocks on the first frame it takes.
 FLOOD = """
-import gc, time
+import gc, threading, time
 reading = next(o for o in gc.get_objects() if type(o).__name__ == 'Reading')
 reading.mu.acquire()
+reading.kernel.dispatch = lambda message: threading.Event().wait()
 chan.sendall(b''.join(frame({'type': 'call', 'seq': 10_000 + i, 'name': 'blob', 'arguments': {'i': i}})
                       for i in range(2000)))
 time.sleep(120)
