@@ -32,6 +32,7 @@ from . import (
     memory,
     parallel,
     sessions,
+    split,
     throughput,
     toolcall,
     toolsets,
@@ -64,6 +65,7 @@ MEASURES = [
     Measure("parallel", parallel, 45),
     Measure("throughput", throughput, 20),
     Measure("fresh", fresh, 40),
+    Measure("split", split, 40, docker_only=True),  # issue 34: where a missed target's time goes
     Measure("sessions", sessions, 60),
     Measure("bwrap", __import__("benchmarks.bwrap", fromlist=["measure"]), 30),  # issue 14: bwrap's cost
     Measure("toolsets", toolsets, 30),
