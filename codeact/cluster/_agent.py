@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import tracing
-from ..results import ExecutionResult
+from ..results import ExecutionResult, ToolCallRecord
 from ..runtime.events import CallFinished, CallStarted, RunEvent
 from ..runtime.session import Runtime, Session
 from ..runtime.snapshot import CellRecord, SkippedCell, Snapshot
@@ -39,22 +39,49 @@ Poll = tuple[list[RunEvent], Done]
 class _Run:
     """One run in progress on this node: its events, kept for the caller's polls."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, listen: bool) -> None:
         self.token = token
         self.events: collections.deque[RunEvent] = collections.deque()  # appended where they are made
+        #: Without a listener: the calls' live records (``Session.run(keep_calls=...)``), turned into
+        #: call events only when a poll asks, so a call makes no event object on its way.
+        self.calls: list[ToolCallRecord] | None = None if listen else []
+        self._told = 0  # calls[:_told] have had their CallStarted
+        self._open: dict[str, ToolCallRecord] = {}  # told started, not yet told finished
         self.ended = threading.Event()
         self._taking = threading.Lock()
 
     def take(self) -> list[RunEvent]:
         with self._taking:  # two takers never share out one run's events out of order
-            return [self.events.popleft() for _ in range(len(self.events))]
+            taken = [self.events.popleft() for _ in range(len(self.events))]
+            if self.calls is not None:
+                taken += self._call_events()
+            return taken
+
+    def _calls_moved(self) -> bool:
+        """A call arrived or ended since the last take (read without the lock: only a hint)."""
+        return self.calls is not None and (len(self.calls) > self._told or
+                                           any(r.finished for r in list(self._open.values())))
+
+    def _call_events(self) -> list[RunEvent]:
+        assert self.calls is not None
+        found: list[RunEvent] = []
+        arrived = self.calls[self._told:]
+        self._told += len(arrived)
+        for record in arrived:
+            found.append(CallStarted.of(record, 0.0))
+            self._open[record.id] = record
+        for cid, record in list(self._open.items()):
+            if record.finished:
+                found.append(CallFinished.of(record, 0.0))
+                del self._open[cid]
+        return found
 
     def wait(self, wait_s: float) -> list[RunEvent]:
         """The events, once there are some (looked at every :data:`BATCH_S`), the run ended, or
         ``wait_s`` passed."""
         deadline = time.monotonic() + wait_s
         while not self.ended.wait(min(BATCH_S, max(0.0, deadline - time.monotonic()))):
-            if self.events or time.monotonic() >= deadline:
+            if self.events or self._calls_moved() or time.monotonic() >= deadline:
                 break
         return self.take()
 
@@ -169,28 +196,28 @@ class NodeAgent:
         """Run ``code`` in session ``sid`` here, in this call's thread; returns the events no
         :meth:`poll` took and how it ended. ``trace``: the caller's trace context, continued here
         when this node traces (``RayCluster(node_setup=...)``); ``token`` names the run for
-        :meth:`interrupt` and :meth:`poll`; without ``listen`` (no caller hook) only the call events
-        are kept (what a run cut by this node's death lists), not the output."""
+        :meth:`interrupt` and :meth:`poll`; without ``listen`` (no caller hook) only the calls are
+        kept, as their live records (what a run cut by this node's death lists), and a poll turns
+        them into call events; no output."""
         session = self._session(sid)
-        run = _Run(token)
+        run = _Run(token, listen)
         with self._lock:
             self.running[sid] = run
         before = len(session.cells)
-
-        def keep(event: RunEvent) -> None:  # on the thread that made it: a deque takes it, no switch
-            if listen or isinstance(event, (CallStarted, CallFinished)):
-                run.events.append(event)
-
         try:
             with tracing.attached(trace):
-                result = session.run(code, timeout_s=timeout_s, on_event=keep, inline_events=True)
+                if run.calls is None:  # a deque takes each event on the thread that made it: no switch
+                    result = session.run(code, timeout_s=timeout_s, on_event=run.events.append, inline_events=True)
+                else:
+                    result = session.run(code, timeout_s=timeout_s, keep_calls=run.calls)
             done = (result, [c.model_copy() for c in session.cells[before:]], list(session.skipped))
         finally:
             run.ended.set()
             with self._lock:
                 if self.running.get(sid) is run:
                     del self.running[sid]
-        return run.take(), done
+        # Without a listener the calls only serve a run cut short: this one ended, its result has them.
+        return (run.take() if run.calls is None else []), done
 
     def poll(self, sid: str, token: str | None, wait_s: float = KEEPALIVE_S) -> list[RunEvent]:
         """The events of run ``token`` of ``sid`` since they were last taken, waiting for some up to

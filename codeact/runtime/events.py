@@ -276,6 +276,32 @@ def run_inline(run: RunWith, output_cap: int, on_event: EventHook) -> ExecutionR
     return run(_InlineSink(output_cap, on_event))
 
 
+class _CallsSink(_Sink):
+    """Keeps each call's record as it arrives, in place (it finishes there); no event is made and
+    no output streamed: for a caller that only needs the calls of a run cut short."""
+
+    streams = False
+
+    def __init__(self, output_cap: int, into: list[ToolCallRecord]) -> None:
+        super().__init__(output_cap)
+        self._into = into
+
+    def started_call(self, record: ToolCallRecord) -> None:
+        self._into.append(record)  # list.append is atomic: calls arrive on several threads
+
+    def finished_call(self, record: ToolCallRecord) -> None:
+        pass
+
+    def egress(self, record: EgressRecord) -> None:
+        pass
+
+
+def run_keeping_calls(run: RunWith, output_cap: int, into: list[ToolCallRecord]) -> ExecutionResult:
+    """``Session.run(..., keep_calls=into)``: the run on this thread, each call's live record
+    appended to ``into`` as the call arrives (see :class:`_CallsSink`)."""
+    return run(_CallsSink(output_cap, into))
+
+
 #: Runs the session's run with a sink (the session's ``_run`` of one cell, on the worker thread).
 RunWith = Callable[["_Sink"], ExecutionResult]
 

@@ -407,16 +407,24 @@ class Session:
         return self
 
     def run(self, code: str, *, timeout_s: float | None = None, on_event: EventHook | None = None,
-            inline_events: bool = False) -> ExecutionResult:
+            inline_events: bool = False, keep_calls: list[ToolCallRecord] | None = None) -> ExecutionResult:
         """Run one code action; never raises for anything the code does.
 
         ``on_event`` receives the run's live events (:mod:`codeact.runtime.events`) on this thread;
         with ``inline_events``, on whichever thread makes each one, with no ``done`` event (a hook
         that only keeps them, thread-safe: a run then switches no thread per event).
+        ``keep_calls`` (without ``on_event``): each call's record is appended to it as the call
+        arrives, and finishes in place; no event is made (the calls of a run that may be cut short,
+        read from another thread while it runs).
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         _check_timeout(timeout_s)
+        if keep_calls is not None:
+            if on_event is not None:
+                raise ValueError("keep_calls is for a run without on_event (the events carry the calls)")
+            return _events.run_keeping_calls(functools.partial(self._run, code, timeout_s), self.config.output_cap,
+                                             keep_calls)
         if on_event is not None and inline_events:
             return _events.run_inline(functools.partial(self._run, code, timeout_s), self.config.output_cap, on_event)
         if on_event is not None:

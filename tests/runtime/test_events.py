@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from codeact import Runtime, SandboxConfig, tool
+from codeact import Runtime, SandboxConfig, ToolCallRecord, tool
 from codeact.runtime.events import EVENT_ADAPTER, CallFinished, CallStarted, OutputChunk, RunDone, RunEvent
 from tests.sandbox.test_channel_hostile import FORGE
 
@@ -151,6 +151,20 @@ def test_inline_events_are_handed_over_on_the_threads_that_make_them(rt: Runtime
     assert "done" not in kinds and result.ok  # the result is returned, not sent as an event
     assert [e.id for e, _ in events if isinstance(e, CallFinished)] == [c.id for c in result.calls]
     assert {t for _, t in events} != {threading.current_thread().name}  # no listener thread in between
+
+
+def test_keep_calls_holds_each_calls_live_record_and_makes_no_event(rt: Runtime) -> None:
+    """What a cluster's node agent reads while a run may be cut short: the records themselves,
+    appended as the calls arrive (from the reading thread) and finished in place; no events."""
+    kept: list[ToolCallRecord] = []
+    with rt.session() as session:
+        result = session.run("lookup('a')\nprint('out')\nlookup('b')", keep_calls=kept)
+        with pytest.raises(ValueError, match="keep_calls"):
+            session.run("1", keep_calls=[], on_event=lambda e: None)
+    assert result.ok and result.stdout == "out\n"
+    assert [r.id for r in kept] == [c.id for c in result.calls] and len(kept) == 2
+    assert all(r.finished and r.ok for r in kept) and [r.result for r in kept] == ["A", "B"]
+    assert kept[0] is not result.calls[0]  # the ledger's own records, the result has copies
 
 
 def test_stream_async(rt: Runtime) -> None:
