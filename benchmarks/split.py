@@ -1,4 +1,4 @@
-"""Where the time goes: the warm run, the tool call and the pooled first result, split in three.
+"""Where the time goes: the warm run, the tool call (runc and gVisor) and the pooled first result.
 
 For codeact and for the transport floor (``floor.py``: the same hardened container and socket, no
 codeact on either side), in alternating blocks: the wall time per operation, the host's CPU for
@@ -28,7 +28,8 @@ from .floor import FloorContainer, open_floor
 
 ROWS = [("warm_split", "warm `x = 1`: where the µs go (per run)", "µs", "—"),
         ("tool_call_split", "tool call: where the µs go (per call)", "µs", "—"),
-        ("pooled_split", "pooled acquire → first result: where the ms go", "ms", "—")]
+        ("pooled_split", "pooled acquire → first result: where the ms go", "ms", "—"),
+        ("gvisor_tool_call_split", "gVisor: tool call, where the µs go (per call)", "µs", "—")]
 
 #: A pause long enough for both processes to go idle (the kernel's reader thread stops waking).
 IDLE_S = 0.25
@@ -124,10 +125,7 @@ def _warm_and_calls(ctx: Context, raw: FloorContainer, raw_box: Path) -> list[Ro
             for _ in range(runs):
                 session.run("x = 1")
 
-        def many() -> None:
-            result = session.run(code)
-            if not result.ok:
-                raise RuntimeError(f"the tool-call cell failed: {result.termination} {result.reason}")
+        many = functools.partial(_many, session, code)
 
         warm()  # warm-up
         raw.exec_loop(runs)
@@ -142,6 +140,45 @@ def _warm_and_calls(ctx: Context, raw: FloorContainer, raw_box: Path) -> list[Ro
                  "transport floor (raw exec loop)", f" of {runs} runs"),
             _row("tool_call_split", "tool call: where the µs go (per call)", "µs", call_s, call_f,
                  "transport floor (raw ping-pong)", f" of {calls} calls in one action")]
+
+
+def _gvisor_calls(ctx: Context) -> Row:
+    """The tool call under runsc against a floor container under runsc: the sandbox's CPU is the
+    sentry's (and the gofer's), in the container's cgroup like a runc container's processes."""
+    key, measure, unit, _ = ROWS[3]
+    from codeact.image.engine import runtimes
+
+    if "runsc" not in runtimes():
+        return na(key, measure, unit, "runsc is not registered with dockerd (scripts/ensure-docker.sh)")
+    config = ctx.subject.model_copy(update={"runtime": "runsc"})
+    raw, raw_note = open_floor(ctx.docker, config)
+    if raw is None:
+        return na(key, measure, unit, raw_note)
+    blocks, calls = ctx.n(8, 2), ctx.n(1000, 100)
+    call_s, call_f = _Split(1e6), _Split(1e6)
+    try:
+        raw_box = cpu_usage_path(raw.container_id)
+        if raw_box is None:
+            return na(key, measure, unit, "cannot find the runsc floor container's CPU cgroup")
+        with Runtime([echo], config) as rt, rt.session() as session:
+            session.run("x = 1")
+            box = _container(session)
+            many = functools.partial(_many, session, _CALLS.format(n=calls))
+            many()  # warm-up
+            raw.ping(calls)
+            for _ in range(blocks):
+                call_s.block(box, calls, many)
+                call_f.block(raw_box, calls, lambda: raw.ping(calls))
+    finally:
+        raw.close()
+    return _row(key, measure, unit, call_s, call_f, "runsc floor (raw ping-pong, same socket)",
+                f" of {calls} calls in one action")
+
+
+def _many(session: Session, code: str) -> None:
+    result = session.run(code)
+    if not result.ok:
+        raise RuntimeError(f"the tool-call cell failed: {result.termination} {result.reason}")
 
 
 def _acquire_and_run(rt: Runtime, into: list[Session]) -> None:
@@ -199,6 +236,7 @@ def measure(ctx: Context) -> list[Row]:
         if raw_box is None:
             return [na(key, measure, unit, "cannot find the floor container's CPU cgroup")
                     for key, measure, unit, _ in ROWS]
-        return [*_warm_and_calls(ctx, raw, raw_box), _pooled(ctx, raw, raw_box)]
+        rows = [*_warm_and_calls(ctx, raw, raw_box), _pooled(ctx, raw, raw_box)]
     finally:
         raw.close()
+    return [*rows, _gvisor_calls(ctx)]
