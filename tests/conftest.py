@@ -7,6 +7,7 @@ they are skipped with the reason.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,12 @@ from codeact import Runtime, SandboxConfig, ToolError, Toolset, tool
 from codeact.errors import SandboxUnavailable
 
 BACKENDS = ["local", "docker"]
+
+# A suite started in the background of a non-interactive shell inherits SIGINT ignored (POSIX),
+# and Python then installs no KeyboardInterrupt for it; every child would inherit the ignore too.
+# The Ctrl-C tests need a terminal's SIGINT as a foreground run gets it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _engine_or_skip() -> None:
