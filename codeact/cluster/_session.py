@@ -82,10 +82,13 @@ class ClusterSession:
         #: Under a flow policy, what the model has seen (``Session.flow_context``), kept here too so
         #: that a rebuild on another node after this one died starts from it.
         self._flow_context: frozenset[str] = frozenset(snapshot.flow_context or ()) if snapshot else frozenset()
-        #: The ``session.files`` writes since the last run's cell (the next one carries them); from a
+        #: The ``session.files`` writes since the last run (the node's session logs them with its
+        #: next cell; these are done again on a rebuild elsewhere if the node dies first); from a
         #: snapshot, its files (laid over the replay there, so done again after it on a rebuild).
         self._file_ops: list[FileOp] = [FileOp.write(f.path, f.content()) for f in snapshot.files or ()] \
             if snapshot else []
+        #: The snapshot's files, which no node logged: the first run's cell carries them.
+        self._unlogged: list[FileOp] = list(self._file_ops)
         self.history: collections.deque[ExecutionResult] = collections.deque(maxlen=_MAX_HISTORY)
         self.closed = False
         #: Set when the node died: the next run rebuilds the session elsewhere first.
@@ -200,9 +203,9 @@ class ClusterSession:
     def _done(self, done: tuple[ExecutionResult, list[CellRecord], list[SkippedCell]],
               on_event: EventHook | None) -> ExecutionResult:
         result, cells, skipped = done
-        if cells and self._file_ops:  # the writes made before this run: replayed before its cell
-            cells[0].files = self._file_ops + cells[0].files
-            self._file_ops = []
+        if cells:  # the node logged the writes made before this run with its cell
+            cells[0].files = self._unlogged + cells[0].files
+            self._file_ops, self._unlogged = [], []
         self._flow_context = self._flow_context.union(*(result.labels or {}).values())  # as the node did
         self.cells += cells
         self.skipped = skipped

@@ -34,13 +34,16 @@ class SessionFiles:
     """The files of one session's workspace (``session.files``). Safe to use between runs and, from
     another thread, during one (the code sees each write whole: it is renamed into place)."""
 
-    def __init__(self, driver: Callable[[], KernelDriver], max_bytes: int, owner: tuple[int, int] | None) -> None:
+    def __init__(self, driver: Callable[[], KernelDriver], max_bytes: int, owner: tuple[int, int] | None,
+                 on_change: Callable[[str, bytes | None], None] | None = None) -> None:
         #: The session's kernel, started if need be; during a run, the one running it.
         self._driver = driver
         #: The largest file :meth:`read` returns or :meth:`write` writes (the runtime's ``max_file_bytes``).
         self.max_bytes = max_bytes
         #: Whose a new file is (None: the host user's).
         self._owner = owner
+        #: Told each write done (path, data) and removal (path, None): the session's replay log.
+        self._on_change = on_change
 
     def write(self, path: str, data: bytes | str) -> FileInfo:
         """Make ``path`` a regular file holding ``data`` (a str is written as UTF-8), parents made;
@@ -65,6 +68,8 @@ class SessionFiles:
             except OSError as exc:
                 raise WorkspaceFileError(f"cannot write {path}: {exc.strerror or exc}") from None
         _sync(driver, [rel], [])
+        if self._on_change is not None:
+            self._on_change(rel, data)
         return FileInfo(path=rel, size=len(data))
 
     def read(self, path: str) -> bytes:
@@ -120,6 +125,8 @@ class SessionFiles:
             if not tree.remove(rel):
                 raise WorkspaceFileError(f"cannot remove {path}: it changed meanwhile")
         _sync(driver, [], [rel])
+        if self._on_change is not None:
+            self._on_change(rel, None)
 
     def _tree(self, driver: KernelDriver) -> Tree:
         limits = Limits(entries=_ENTRIES, bytes=self.max_bytes + 1, seconds=_SECONDS)

@@ -42,7 +42,7 @@ from .events import EventHook, RunEvent
 from .flow import FlowApprover, FlowPolicy
 from .ledger import CallLedger, CallStore
 from .limits import CallLimits
-from .snapshot import CellRecord, SkippedCell, Snapshot, toolset_fingerprint
+from .snapshot import CellRecord, FileOp, SkippedCell, Snapshot, toolset_fingerprint
 from .toolhost import READ_RESULT, PermissionHook, ToolHost
 from .toolset import Toolset
 
@@ -277,7 +277,10 @@ class Session:
         self._reset_upto = 0
         #: The last run, not yet in ``history`` and ``cells`` (see :meth:`_settle`), with the facts
         #: its done frame reported for replay (unchecked until then: ``_replay.kernel_facts``).
-        self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None, Any] | None = None
+        self._unsettled: tuple[str, ExecutionResult, CallLedger, float | None, Any, list[FileOp]] | None = None
+        #: The ``session.files`` writes and removals since the last logged run began: the next
+        #: cell carries them (``CellRecord.files``), so a replay lays them where they happened.
+        self._file_ops: list[FileOp] = []
         self._settle_lock = threading.Lock()
         #: Cells left out of this session's state because they could not be replayed exactly, and
         #: cells whose records were over the record budget (a rebuild will leave them out).
@@ -344,15 +347,17 @@ class Session:
         with self._settle_lock:
             if self._unsettled is None:
                 return
-            code, result, ledger, timeout_s, facts = self._unsettled
+            code, result, ledger, timeout_s, facts, file_ops = self._unsettled
             index = self._cells[-1].index + 1 if self._cells else 1
             kept = _retained.KeptRun(ledger.kept_records(), ledger.argument_bytes,
                                      builtin_pages=READ_RESULT not in self.runtime.toolset)
             cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts))
             cell.flow_context = ledger.flow
+            cell.files = file_ops
             self._unsettled = None
             self._remember(kept.for_history(result), kept.bytes)
-            over = self._kept.take(kept.bytes + _retained.egress_bytes(result))
+            laid = sum(len(op.data or "") for op in file_ops)
+            over = self._kept.take(kept.bytes + _retained.egress_bytes(result) + laid)
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
     def _meanwhile(self, code: str, found: list[list[Diagnostic]]) -> None:
@@ -366,7 +371,10 @@ class Session:
         planted (see ``_session_files``)."""
         docker_root = self.config.backend == "docker" and os.geteuid() == 0  # files owned as snapshots lay them
         return SessionFiles(self._files_driver, self.runtime.max_file_bytes,
-                            (self.config.uid, self.config.uid) if docker_root else None)
+                            (self.config.uid, self.config.uid) if docker_root else None, self._file_changed)
+
+    def _file_changed(self, path: str, data: bytes | None) -> None:
+        self._file_ops.append(FileOp(path=path) if data is None else FileOp.write(path, data))  # atomic
 
     def _files_driver(self) -> KernelDriver:
         """The session's kernel (started if need be); during a run, the one running it."""
@@ -499,6 +507,9 @@ class Session:
         host = state.replay_host or self.runtime.host  # while replaying, the host answering from the records
         self._interrupted = False
         found: list[list[Diagnostic]] = []
+        file_ops: list[FileOp] = []
+        if log:  # the writes before this run: replayed just before its cell
+            file_ops, self._file_ops = self._file_ops, []
         ledger = CallLedger(self.calls) if sink is None else sink.ledger(self.calls)
         ledger.trace = trace
         flow = self._flow_of(ledger)
@@ -541,7 +552,7 @@ class Session:
             state.discard()
         if log:
             self._settle()  # normally done already, while this run's code executed
-            self._unsettled = (code, result, ledger, timeout_s, facts)
+            self._unsettled = (code, result, ledger, timeout_s, facts, file_ops)
             if outcome.state_lost and self.config.recover:  # the next run rebuilds the state before it
                 self.cells[-1].in_state = False
                 state.resume = Resume(files=None)

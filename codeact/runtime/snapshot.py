@@ -4,9 +4,9 @@ A :class:`Snapshot` holds the cells that built the session's namespace, in order
 ended (completed, or raised: type and line) and its tool-call records (full results); the
 workspace files; the sandbox config and image; the tool set's fingerprint. Restoring replays the
 cells with every tool call answered from those records (see ``_replay``), then lays the saved
-files over the workspace. A cell may also carry the ``session.files`` writes a cluster's caller kept
-from before it (``CellRecord.files``), laid just before it is replayed; a snapshot whose ``files``
-is None (such a caller's replay log) leaves the workspace as the replay made it.
+files over the workspace. A cell also carries the ``session.files`` writes and removals made
+before it (``CellRecord.files``), laid just before it is replayed; a snapshot whose ``files``
+is None (a cluster caller's replay log) leaves the workspace as the replay made it.
 
 On disk a snapshot is a header line ``{"format", "version", "key_id", "mac"}`` and then the
 zlib-compressed snapshot JSON (see ``_snapshot_file``); ``mac`` is an HMAC-SHA256 over the header
@@ -102,8 +102,8 @@ class CellRecord(BaseModel):
     #: Under a data-flow policy: the ``flow.context`` its run frame carried (replay sends it again,
     #: so the kernel rebuilds the same labels); None: the run had no ``flow``.
     flow_context: list[str] | None = None
-    #: Writes made through ``session.files`` between the previous cell and this one, kept by a
-    #: cluster's caller (``codeact.cluster``): replay lays them just before this cell runs again.
+    #: Writes and removals made through ``session.files`` between the previous cell and this one:
+    #: replay lays them just before this cell runs again.
     files: list[FileOp] = Field(default_factory=list)
 
     @classmethod

@@ -110,3 +110,25 @@ def test_a_user_directory_sees_writes_and_removals(runtime: Runtime, tmp_path: P
         assert session.run("open('sub/new.txt').read()").value == "new"
     assert (tmp_path / "sub" / "new.txt").read_text() == "new"
     assert not (tmp_path / "old.txt").exists()
+
+
+def test_a_restore_lays_each_write_before_the_cell_that_followed_it(runtime: Runtime) -> None:
+    """The cell log keeps ``session.files`` writes and removals with the next cell, so a cell that
+    read a file put in from the host replays exactly (laid after the replay, the read would fail:
+    the restore would diverge), and the file's later content is the workspace's at the snapshot."""
+    with runtime.session() as s:
+        s.files.write("in.txt", "first")
+        assert s.run("a = open('in.txt').read()").ok
+        s.files.write("in.txt", "second")
+        s.files.write("gone.txt", "x")
+        assert s.run("b = open('in.txt').read()\nimport os\nhere = os.path.exists('gone.txt')").ok
+        s.files.remove("gone.txt")
+        assert s.run("c = os.path.exists('gone.txt')").ok
+        s.files.write("in.txt", "third")  # after the last cell: only the snapshot's files have it
+        assert [[op.path for op in c.files] for c in s.cells] == [["in.txt"], ["in.txt", "gone.txt"], ["gone.txt"]]
+        assert s.cells[2].files[0].data is None  # a removal
+        snap = s.snapshot()
+    with runtime.restore(snap, lazy=True) as r:
+        got = r.run("(a, b, here, c, open('in.txt').read())")
+        assert got.restored and got.value == ["first", "second", True, False, "third"], (got.reason, got.value)
+        assert r.files.read_text("in.txt") == "third" and "gone.txt" not in {f.path for f in r.files.list()}
