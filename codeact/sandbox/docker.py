@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ _lock = threading.Lock()
 # Under gVisor the container's pids cgroup also holds the sandbox kernel's own (Go) threads: without
 # this allowance a low pids_limit kills gVisor itself (exit 2) instead of failing the code's fork.
 _RUNSC_THREADS = 256
+_REMOVE_ATTEMPTS = 4
+_REMOVE_BACKOFF_S = 0.5
 
 
 @functools.lru_cache(maxsize=1)
@@ -246,11 +249,25 @@ class _WorkspaceFailed(Exception):
 
 def _remove(container_id: str, workspace: Workspace) -> None:
     try:
-        _client().api.remove_container(container_id, force=True)
-    except NotFound:
-        pass
-    except APIError as exc:
-        if exc.status_code != 409:  # 409: removal already in progress
-            raise
+        _remove_container(_client().api, container_id)
     finally:
         workspace.close()  # unmount before the reaper deletes the session directory
+
+
+def _remove_container(api: Any, container_id: str, attempts: int = _REMOVE_ATTEMPTS) -> None:
+    """Remove the container, or see it gone. A conflict (another removal in progress, or a kill
+    the engine saw no exit for under load) or a lost engine reply is tried again: the stale-owner
+    sweep finds only a dead owner's containers, so one left here lives as long as this process."""
+    for attempt in range(1, attempts + 1):
+        try:
+            api.remove_container(container_id, force=True)
+            return
+        except NotFound:
+            return
+        except APIError as exc:
+            if exc.status_code != 409 or attempt == attempts:
+                raise
+        except (DockerException, OSError):  # requests' errors (a read timeout) are OSErrors
+            if attempt == attempts:
+                raise
+        time.sleep(_REMOVE_BACKOFF_S * attempt)

@@ -12,8 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import requests
+from docker.errors import APIError, NotFound
 
 from codeact import Runtime, SandboxConfig
+from codeact.sandbox import docker as docker_backend
 from codeact.sandbox._owner import LABEL, dir_owner, owner_id, sessions_root
 
 pytestmark = pytest.mark.docker
@@ -26,14 +29,16 @@ def _containers(owner: str) -> list[str]:
 
 
 def test_200_sequential_sessions_leave_nothing(docker_image: str) -> None:
+    before = set(_containers(owner_id()))  # another test's in this worker are not this test's to judge
     with Runtime([], SandboxConfig(backend="docker", pool_size=2)) as rt:
         for i in range(200):
             with rt.session() as s:
                 assert s.run(f"{i} * 2").value == i * 2
-    assert _containers(owner_id()) == []
+    assert set(_containers(owner_id())) - before == set()
 
 
 def test_20_concurrent_sessions_are_isolated_and_leave_nothing(docker_image: str) -> None:
+    before = set(_containers(owner_id()))
     with Runtime([], SandboxConfig(backend="docker")) as rt:
         def work(i: int) -> list[object]:
             with rt.session() as s:
@@ -43,7 +48,7 @@ def test_20_concurrent_sessions_are_isolated_and_leave_nothing(docker_image: str
         with ThreadPoolExecutor(20) as pool:
             results = list(pool.map(work, range(20)))
     assert results == [[i, False] for i in range(20)]
-    assert _containers(owner_id()) == []
+    assert set(_containers(owner_id())) - before == set()
 
 
 def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -> None:
@@ -75,3 +80,61 @@ def test_owner_killed_with_sigkill_is_cleaned_at_next_start(docker_image: str) -
     assert not [p for p in sessions_root().iterdir() if dir_owner(p) == owner]
     mounts = Path("/proc/self/mountinfo").read_text()
     assert not [d for d in dirs if f" {d}/workspace " in mounts]  # its workspace was unmounted first
+
+
+class _Engine:
+    """The two engine answers a removal meets, in order (``None``: removed)."""
+
+    def __init__(self, *answers: BaseException | None) -> None:
+        self.answers, self.calls = list(answers), 0
+
+    def remove_container(self, container_id: str, force: bool) -> None:
+        assert force
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if answer is not None:
+            raise answer
+
+
+def _conflict() -> APIError:
+    return APIError("409 Conflict", response=_response(409))
+
+
+def _response(status: int) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    return response
+
+
+@pytest.mark.parametrize("first", [_conflict(), requests.ReadTimeout("engine slow")], ids=["conflict", "timeout"])
+def test_a_removal_that_meets_a_conflict_or_a_lost_reply_is_tried_again(
+        monkeypatch: pytest.MonkeyPatch, first: BaseException) -> None:
+    monkeypatch.setattr(docker_backend, "_REMOVE_BACKOFF_S", 0.0)
+    engine = _Engine(first, NotFound("gone"))
+    docker_backend._remove_container(engine, "c1")
+    assert engine.calls == 2  # not given up after the first answer: the container would live on
+
+
+def test_a_removal_gives_up_after_its_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(docker_backend, "_REMOVE_BACKOFF_S", 0.0)
+    engine = _Engine(_conflict(), _conflict(), _conflict())
+    with pytest.raises(APIError):
+        docker_backend._remove_container(engine, "c1", attempts=3)
+    assert engine.calls == 3
+    server_error = _Engine(APIError("500", response=_response(500)), None)
+    with pytest.raises(APIError):  # not a conflict: no retry
+        docker_backend._remove_container(server_error, "c1")
+    assert server_error.calls == 1
+
+
+def test_two_removals_of_one_container_at_once_leave_it_gone(docker_image: str) -> None:
+    before = set(_containers(owner_id()))
+    with Runtime([], SandboxConfig(backend="docker")) as rt, rt.session() as s:
+        s.run("1")
+        container_id = s.sandbox_state.driver.sandbox.container_id
+        from codeact.image.engine import docker_client
+        api = docker_client(timeout=60).api
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda _: docker_backend._remove_container(api, container_id), range(2)))
+        assert not [c for c in _containers(owner_id()) if container_id.startswith(c)]
+    assert set(_containers(owner_id())) - before == set()
