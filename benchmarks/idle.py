@@ -31,7 +31,7 @@ SWEEP_THREADS = 8
 PROGRESS_S = 5.0
 #: Seconds kept back per session held for removing its container (the engine removes them slowly
 #: while many are held): the starters stop early enough to leave the clean-up its time.
-CLEANUP_S_PER_SESSION = 0.2
+CLEANUP_S_PER_SESSION = 0.15
 ROWS = [("idle_sessions", "idle Docker sessions held at once", "sessions", f"≥ {TARGET}")]
 
 
