@@ -9,6 +9,7 @@ one for the run's termination (``run_ended``, from the driver's outcome).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from ..errors import ToolError
@@ -64,6 +65,7 @@ def _ending(code: str, why: str) -> Ending:
                   Cutoff(code, f"{why} before this call started (it was not run)", retryable))
 
 
+@functools.lru_cache(maxsize=32)  # a handful of terminations; every run's end asks
 def run_ended(termination: str) -> Ending:
     """The calls still open when a run ended as ``termination`` (``timeout``, ``killed``,
     ``interrupted``, ``memory``, ``completed``, …): a timeout's are timeouts, any other

@@ -351,9 +351,8 @@ class Session:
             index = self._cells[-1].index + 1 if self._cells else 1
             kept = _retained.KeptRun(ledger.kept_records(), ledger.argument_bytes,
                                      builtin_pages=READ_RESULT not in self.runtime.toolset)
-            cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts))
-            cell.flow_context = ledger.flow
-            cell.files = file_ops
+            cell = CellRecord.of(index, code, result, kept.records, timeout_s, kernel_facts(facts),
+                                 flow_context=ledger.flow, files=file_ops)
             self._unsettled = None
             self._remember(kept.for_history(result), kept.bytes)
             laid = sum(len(op.data or "") for op in file_ops)

@@ -108,9 +108,11 @@ class CellRecord(BaseModel):
 
     @classmethod
     def of(cls, index: int, code: str, result: ExecutionResult, records: list[ToolCallRecord],
-           timeout_s: float | None = None, facts: dict[str, Any] | None = None) -> CellRecord:
+           timeout_s: float | None = None, facts: dict[str, Any] | None = None, *,
+           flow_context: list[str] | None = None, files: list[FileOp] | None = None) -> CellRecord:
         """The record of a run, from its result, the ledger's full (unbounded) call records and
-        what its done frame reported (``facts``, as ``_replay.kernel_facts`` checked them)."""
+        what its done frame reported (``facts``, as ``_replay.kernel_facts`` checked them), the
+        run's flow context and the ``session.files`` operations laid before it."""
         status: Literal["completed", "raised", "inexact"] = "completed"
         reason = None
         if result.state_lost or result.termination in ("timeout", "output_limit", "killed", "interrupted", "rejected"):
@@ -130,7 +132,8 @@ class CellRecord(BaseModel):
                    error_lineno=result.error.lineno if result.error else None, duration_ms=result.duration_ms,
                    timeout_s=timeout_s, output_digest=output_digest(result), lanes=facts.get("lanes"),
                    threads=facts.get("threads"), children=facts.get("children"),
-                   egress=[KeptEgress(**r.model_dump(), response=r.response) for r in result.egress])
+                   egress=[KeptEgress(**r.model_dump(), response=r.response) for r in result.egress],
+                   flow_context=flow_context, files=files or [])
 
 
 #: A default repr's address (``<Box object at 0x7f…>``): another one in every process, not behaviour.
