@@ -142,18 +142,38 @@ class LazyStubs:
         namespace.update(self.pending)
 
     def install(self, names: Iterable[str], namespace: dict[str, Any]) -> None:
-        """Put the real stub in ``namespace`` for each of ``names`` that still holds its stand-in."""
+        """Put the real stub in ``namespace`` for each of ``names`` that still holds its stand-in (for
+        a typed block, every name it defined)."""
         wanted = [n for n in names if n in self.pending and namespace.get(n) is self.pending[n]]
         if wanted:
             namespace.update(self._compile(wanted))
+            if self._block:
+                namespace.update({n: fn for n, fn in self.compiled.items() if namespace.get(n) is self.pending[n]})
+
+    def install_named(self, codes: Iterable[types.CodeType | None], namespace: dict[str, Any]) -> None:
+        """:meth:`install` the stubs the compiled ``codes`` name (nothing once all are compiled).
+
+        Every cell passes here: a cell that names no pending stub costs a disjointness test per code
+        object, not a set of all its names."""
+        if not self.sources:
+            return
+        pending = self.pending.keys()
+        named: list[str] = []
+        todo = [c for c in codes if c is not None]
+        while todo:
+            code = todo.pop()
+            if not pending.isdisjoint(code.co_names):
+                named += [n for n in code.co_names if n in pending]
+            todo += [c for c in code.co_consts if type(c) is types.CodeType]
+        if named:
+            self.install(named, namespace)
 
     def before_cells(self, compile_cell: Compile, namespace: Callable[[], dict[str, Any]]) -> Compile:
         """``compile_cell`` that also installs the stubs the compiled cell names."""
 
         def compile_and_install(tree: ast.Module, filename: str) -> tuple[types.CodeType | None, types.CodeType | None]:
             codes = compile_cell(tree, filename)
-            if self.sources:
-                self.install(code_names(*codes), namespace())
+            self.install_named(codes, namespace())
             return codes
 
         return compile_and_install

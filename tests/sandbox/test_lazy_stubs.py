@@ -121,6 +121,29 @@ def test_a_session_compiles_only_the_stubs_its_code_names(big: Toolset, backend_
         assert restored.run(COMPILED).value == ["labels_get_label", "labels_list_labels"]
 
 
+def test_a_cell_of_statements_only_installs_the_stubs_it_names(big: Toolset) -> None:
+    """A cell with no value compiles from its source without the tree: the stubs it names (at top
+    level or in a function it defines) are installed all the same, the others stay stand-ins."""
+    config = SandboxConfig(backend="local", policy="none", timeout_s=30)
+    with Runtime(big, config) as rt, rt.session() as session:
+        top = session.run("f = labels_get_label")
+        nested = session.run("def later():\n    return issues_get_issue")
+        after = session.run(COMPILED)
+        kinds = session.run("[type(f).__name__, type(globals()['labels_' + 'delete_label']).__name__]")
+    assert top.ok and nested.ok, (top.error, nested.error)
+    assert after.value == ["f", "issues_get_issue", "labels_get_label"]
+    assert kinds.value == ["function", "Pending"]
+
+
+def test_a_typed_stub_named_in_a_cell_of_statements_only_is_compiled_with_its_block() -> None:
+    config = SandboxConfig(backend="local", policy="none", timeout_s=30)
+    with Runtime([], config) as rt, rt.session() as session:
+        named = session.run("f = search_tools")
+        kinds = session.run("import sys\n[type(f).__name__, type(read_result).__name__, 'typing' in sys.modules]")
+    assert named.ok, named.error
+    assert kinds.value == ["function", "function", True], kinds
+
+
 def test_stand_ins_and_async_twins_compile_on_their_first_use(big: Toolset) -> None:
     config = SandboxConfig(backend="local", policy="none", timeout_s=30)
     with Runtime(big, config) as rt, rt.session() as session:
