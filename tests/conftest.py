@@ -25,6 +25,10 @@ BACKENDS = ["local", "docker"]
 # The Ctrl-C tests need a terminal's SIGINT as a foreground run gets it.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# The same for a suite started under nohup (SIGHUP ignored): the hang-up tests need a terminal's
+# SIGHUP; the one that checks an ignored SIGHUP stays ignored sets the ignore in its own child.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _engine_or_skip() -> None:
