@@ -79,9 +79,11 @@ def timed(fn: Callable[[], Any]) -> float:
 
 
 def interleave(rounds: int, *steps: Callable[[int], None]) -> None:
-    """Run every step once per round, alternating, so drift on a noisy machine hits each alike."""
+    """Run every step once per round, alternating, so drift on a noisy machine hits each alike;
+    every other round in reverse order, so no step always follows the same one (a step that
+    leaves work behind, e.g. Ray's background threads after its calls, would slow the next)."""
     for r in range(rounds):
-        for step in steps:
+        for step in steps if r % 2 == 0 else steps[::-1]:
             step(r)
 
 

@@ -75,7 +75,7 @@ def measure(ctx: Context) -> list[Row]:
     cluster, workers = _cluster()
     calls: dict[str, list[float]] = {"cluster": [], "local": []}
     warm: dict[str, list[float]] = {"cluster": [], "local": [], "noop": []}
-    chunks, per_chunk, warm_n = ctx.n(6, 1), ctx.n(500, 50), ctx.n(100, 10)
+    chunks, per_chunk, warm_n = ctx.n(12, 1), ctx.n(250, 50), ctx.n(50, 10)
     try:
         noop = ray.remote(num_cpus=0)(_Noop).remote()
         ray.get(noop.ping.remote())
