@@ -4,7 +4,9 @@ cannot see (``exec``, ``globals()``, star imports, ``builtins``): the unknown-na
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Load", "NameFacts", "name_facts"]
 
@@ -72,6 +74,24 @@ class _Walker(ast.NodeVisitor):
     def __init__(self, facts: NameFacts) -> None:
         self.facts = facts
         self.certain = True
+
+    # ast.NodeVisitor's own visit and generic_visit, in the same order, without building a method
+    # name for every node or a generator for its fields: the check reads every cell of every run.
+    def visit(self, node: ast.AST) -> None:
+        method = _METHODS.get(type(node))
+        if method is None:
+            method = _METHODS[type(node)] = getattr(_Walker, "visit_" + type(node).__name__, _Walker.generic_visit)
+        method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
 
     def _later(self, nodes: list[ast.AST] | list[ast.stmt] | list[ast.expr]) -> None:
         saved, self.certain = self.certain, False
@@ -185,3 +205,7 @@ class _Walker(ast.NodeVisitor):
         if node.rest:
             self.facts.bound.add(node.rest)
         self.generic_visit(node)
+
+
+#: Node class → the walker's method for it (``visit_<Class>``, or ``generic_visit``).
+_METHODS: dict[type, Callable[[_Walker, Any], None]] = {}
