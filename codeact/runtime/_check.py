@@ -53,6 +53,11 @@ class SessionNames:
             self.known = False
         self._add(bound)
 
+    def read(self, code: str) -> None:
+        """Read what ``code`` binds ahead of :meth:`learn` (while it runs, with the check off)."""
+        bound, dynamic = cell_names(code)
+        self._read = (code, frozenset(bound), dynamic)
+
     def learn_cells(self, codes: Iterable[str]) -> None:
         """Cells a restored session will replay before its next run: what they bind, as read."""
         for code in codes:

@@ -359,10 +359,14 @@ class Session:
             over = self._kept.take(kept.bytes + _retained.egress_bytes(result) + laid)
             self._cells.append(cell if over is None else _retained.unkept(cell, over, self.skipped))
 
-    def _meanwhile(self, code: str, found: list[list[Diagnostic]]) -> None:
-        """What a run does while its code executes: settle the last run, check this one's code."""
+    def _meanwhile(self, code: str, found: list[list[Diagnostic]] | None) -> None:
+        """What a run does while its code executes: settle the last run, check this one's code
+        (``found`` None, the check off: read the names it binds, which the run's end learns)."""
         self._settle()
-        found.append(self.check(code))
+        if found is None:
+            self._names.read(code)
+        else:
+            found.append(self.check(code))
 
     @property
     def files(self) -> SessionFiles:
@@ -528,7 +532,8 @@ class Session:
                              grace_s=self.config.grace_s, display=_rich.caps(self.config),
                              max_call_bytes=host.limits.max_argument_bytes, flow=flow,
                              on_output=sink.output if sink is not None and sink.streams else None,
-                             after_send=functools.partial(self._meanwhile, code, found) if check else self._settle)
+                             after_send=functools.partial(self._meanwhile, code, found if check else None)
+                             if check or self.runtime.check_mode == "off" else self._settle)
         if sink is not None:
             sink.detach()  # ... to here, never a later run
         if check and not found:  # the run frame was not sent, or the check raised: now, before learn

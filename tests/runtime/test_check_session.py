@@ -80,6 +80,19 @@ def test_warn_runs_the_cell_and_says_what_it_found(docker_image: str, counter: C
     assert render_observation(result).startswith("check (1 finding, the code ran anyway):\n- line 2, col 18")
 
 
+def test_with_the_check_off_a_session_still_learns_what_its_cells_bind(docker_image: str, counter: Counter) -> None:
+    """``check="off"``: no diagnostics in results, but ``Session.check`` still knows each cell's
+    names, as read while it ran (a name only a function body binds is in the superset too) and as
+    the kernel reported them."""
+    with Runtime(make_tools(counter), SandboxConfig(timeout_s=20, policy="none"), check="off") as rt, \
+            rt.session() as session:
+        first = session.run("def helper():\n    inner = 1\n    return inner\nexec('from_exec = 2')\nget_weather(city=1)")
+        assert first.diagnostics == [] and first.termination == "error"
+        assert session.run("y = 3").ok
+        assert session.check("print(helper, inner, from_exec, y)") == []
+        assert [d.code for d in session.check("print(never_made)")] == ["undefined-name"]
+
+
 def test_batch_items_and_restored_cells_are_known_names(blocking: Runtime) -> None:
     results = blocking.map("item * 2", [1, 2])
     assert [r.value for r in results] == [2, 4]  # `item` is bound by the batch, not by the code
