@@ -187,8 +187,9 @@ class Kernel:
     def _execute(self, source: str, filename: str) -> tuple[Any, BaseException | None]:
         try:
             # A cell that certainly does not end with an expression compiles straight from its
-            # source when nothing needs the tree (no policy, no lazy stubs): parsing to Python
-            # AST objects and compiling those is a visible share of a warm run.
+            # source when nothing needs the tree (no restricted policy, no flow labels): parsing
+            # to Python AST objects and compiling those is a visible share of a warm run. Lazy
+            # stubs need only the code objects' names, so they take this path too.
             tracked = self.output.flow is not None
             lazy = self._compile is self._lazy_plain  # compile_plain, and the stubs the code names
             exec_code = statements_only(source, filename) \
