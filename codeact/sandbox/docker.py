@@ -12,6 +12,7 @@ in a per-session host directory), never through a mount.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -48,6 +49,10 @@ _lock = threading.Lock()
 _RUNSC_THREADS = 256
 _REMOVE_ATTEMPTS = 4
 _REMOVE_BACKOFF_S = 0.5
+#: Containers this process created and has not closed, with their workspace and session directory:
+#: removed at interpreter exit. A session left open (no ``close``) would otherwise leave its stopped
+#: container and mounted workspace until the next start's stale-owner sweep.
+_unclosed: dict[str, tuple[int, Workspace, Path]] = {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -176,6 +181,7 @@ class DockerSandbox(HostEnd):
                     host_config=self._host_config(client, chan_dir),
                 )
                 self.container_id = created["Id"]
+                _unclosed[self.container_id] = (os.getpid(), self._workspace, self.session_dir)
             finally:
                 opening.join()  # never a close (an unmount) while the workspace is being made
             if failed:
@@ -236,7 +242,21 @@ class DockerSandbox(HostEnd):
             self._workspace.close()
             shutil.rmtree(self.session_dir, ignore_errors=True)
             return
+        _unclosed.pop(container_id, None)
         reap(functools.partial(_remove, container_id, self._workspace), self.session_dir)
+
+
+def _remove_unclosed() -> None:
+    """At exit: queue the removal of every container this process left open (a forked child's
+    exit leaves its parent's alone); the reaper's own exit handler, which runs after this one,
+    waits for them."""
+    me = os.getpid()
+    for container_id, (pid, workspace, session_dir) in list(_unclosed.items()):
+        if pid == me and _unclosed.pop(container_id, None) is not None:
+            reap(functools.partial(_remove, container_id, workspace), session_dir)
+
+
+atexit.register(_remove_unclosed)  # after reaper's drain was registered, so it runs before it
 
 
 class _WorkspaceFailed(Exception):

@@ -138,3 +138,45 @@ def test_two_removals_of_one_container_at_once_leave_it_gone(docker_image: str) 
             list(pool.map(lambda _: docker_backend._remove_container(api, container_id), range(2)))
         assert not [c for c in _containers(owner_id()) if container_id.startswith(c)]
     assert set(_containers(owner_id())) - before == set()
+
+
+def _run_script(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=180, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_a_process_that_exits_with_sessions_open_removes_their_containers(docker_image: str) -> None:
+    """No close, no ``with``: interpreter exit removes the containers (a session's and the pool's)
+    and their session directories, not the next start's sweep."""
+    done = _run_script("""
+        from codeact import Runtime, SandboxConfig
+        from codeact.sandbox._owner import owner_id
+        rt = Runtime([], SandboxConfig(backend="docker", timeout_s=60, pool_size=1))
+        s = rt.session()
+        assert s.run("x = 1").ok
+        rt.pool.wait_ready(60)
+        print(owner_id())
+        print(s.sandbox_state.driver.sandbox.session_dir)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    owner, session_dir = done.stdout.split()
+    assert _containers(owner) == []
+    assert not Path(session_dir).exists()
+
+
+def test_a_forked_child_that_exits_leaves_its_parents_sandbox_alone(docker_image: str) -> None:
+    done = _run_script("""
+        import os, sys
+        from codeact import Runtime, SandboxConfig
+        rt = Runtime([], SandboxConfig(backend="docker", timeout_s=60))
+        s = rt.session()
+        assert s.run("x = 41").ok
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # a normal exit: the exit handlers the child inherited run
+        os.waitpid(pid, 0)
+        print(s.run("x + 1").value)
+        s.close(); rt.close()
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["42"]
