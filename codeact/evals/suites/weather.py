@@ -61,7 +61,8 @@ def make_tools() -> Toolset:
                 tokyo_requests[0] += 1
                 first = tokyo_requests[0] == 1
             if first:
-                time.sleep(TIMEOUT_S * 2.5)  # the station does not answer in time, once
+                # Well past the timeout, so a host stalled for a moment still sees it pass first.
+                time.sleep(TIMEOUT_S * 5)  # the station does not answer in time, once
         temperature, units, conditions = STATIONS[name]
         return {"city": name, "temperature": temperature, "units": units, "conditions": conditions,
                 "observed_at": OBSERVED_AT}
