@@ -93,9 +93,8 @@ class Kernel:
         #: The namespace as setup left it (taken at the first frame after setup): what ``reset`` restores.
         self.baseline: dict[str, Any] | None = None
         self._compile: lazy_stubs.Compile = compile_plain
-        #: The lazy stubs, while ``_compile`` is compile_plain wrapped to install the ones a cell names.
+        #: The lazy stubs, when ``_compile`` is compile_plain wrapped to install the ones a cell names.
         self._lazy: lazy_stubs.LazyStubs | None = None
-        self._lazy_plain: lazy_stubs.Compile | None = None
         #: Label tracking (``flow.Flow``), made at the first run with ``flow``; None before.
         self.flow: Any = None
         self._flow_key = 0
@@ -191,11 +190,11 @@ class Kernel:
             # to Python AST objects and compiling those is a visible share of a warm run. Lazy
             # stubs need only the code objects' names, so they take this path too.
             tracked = self.output.flow is not None
-            lazy = self._compile is self._lazy_plain  # compile_plain, and the stubs the code names
+            lazy = self._lazy if self._compile is not compile_plain else None  # not in the warm-up
             exec_code = statements_only(source, filename) \
-                if (lazy or self._compile is compile_plain) and not tracked else None
-            if exec_code is not None and lazy and self._lazy is not None:
-                self._lazy.install_named((exec_code,), self.namespace)
+                if (lazy is not None or self._compile is compile_plain) and not tracked else None
+            if exec_code is not None and lazy is not None:
+                lazy.install_named((exec_code,), self.namespace)
             eval_code = None
             if tracked:
                 exec_code, eval_code = self._compile_flow(parse(source, filename), filename)
@@ -352,9 +351,9 @@ class Kernel:
         lazy = lazy_stubs.LazyStubs(scope, later)
         lazy.bind(self.namespace)
         if later:
-            plain = self._compile is compile_plain
+            if self._compile is compile_plain:  # not the restricted compiler: cells may skip the tree
+                self._lazy = lazy
             self._compile = lazy.before_cells(self._compile, lambda: self.namespace)
-            self._lazy, self._lazy_plain = lazy, self._compile if plain else None
         self.tool_names = [*eager, *later]
         self.namespace["aio"] = client.async_stubs(scope, stubs=lazy.functions(eager))
         self.namespace["display"] = self.rich.display

@@ -151,22 +151,9 @@ class LazyStubs:
                 namespace.update({n: fn for n, fn in self.compiled.items() if namespace.get(n) is self.pending[n]})
 
     def install_named(self, codes: Iterable[types.CodeType | None], namespace: dict[str, Any]) -> None:
-        """:meth:`install` the stubs the compiled ``codes`` name (nothing once all are compiled).
-
-        Every cell passes here: a cell that names no pending stub costs a disjointness test per code
-        object, not a set of all its names."""
-        if not self.sources:
-            return
-        pending = self.pending.keys()
-        named: list[str] = []
-        todo = [c for c in codes if c is not None]
-        while todo:
-            code = todo.pop()
-            if not pending.isdisjoint(code.co_names):
-                named += [n for n in code.co_names if n in pending]
-            todo += [c for c in code.co_consts if type(c) is types.CodeType]
-        if named:
-            self.install(named, namespace)
+        """:meth:`install` the stubs the compiled ``codes`` name (nothing once all are compiled)."""
+        if self.sources:
+            self.install(code_names(*codes), namespace)
 
     def before_cells(self, compile_cell: Compile, namespace: Callable[[], dict[str, Any]]) -> Compile:
         """``compile_cell`` that also installs the stubs the compiled cell names."""

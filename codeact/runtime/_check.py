@@ -54,9 +54,10 @@ class SessionNames:
         self._add(bound)
 
     def read(self, code: str) -> None:
-        """Read what ``code`` binds ahead of :meth:`learn` (while it runs, with the check off)."""
-        bound, dynamic = cell_names(code)
-        self._read = (code, frozenset(bound), dynamic)
+        """Read what ``code`` binds ahead of :meth:`learn` (while it runs), unless a check did."""
+        if self._read is None or self._read[0] != code:
+            bound, dynamic = cell_names(code)
+            self._read = (code, frozenset(bound), dynamic)
 
     def learn_cells(self, codes: Iterable[str]) -> None:
         """Cells a restored session will replay before its next run: what they bind, as read."""

@@ -361,7 +361,8 @@ class Session:
 
     def _meanwhile(self, code: str, found: list[list[Diagnostic]] | None) -> None:
         """What a run does while its code executes: settle the last run, check this one's code
-        (``found`` None, the check off: read the names it binds, which the run's end learns)."""
+        (``found`` None: no check now, but the names it binds are read, unless a check before the
+        run read them; the run's end learns them)."""
         self._settle()
         if found is None:
             self._names.read(code)
@@ -532,8 +533,7 @@ class Session:
                              grace_s=self.config.grace_s, display=_rich.caps(self.config),
                              max_call_bytes=host.limits.max_argument_bytes, flow=flow,
                              on_output=sink.output if sink is not None and sink.streams else None,
-                             after_send=functools.partial(self._meanwhile, code, found if check else None)
-                             if check or self.runtime.check_mode == "off" else self._settle)
+                             after_send=functools.partial(self._meanwhile, code, found if check else None))
         if sink is not None:
             sink.detach()  # ... to here, never a later run
         if check and not found:  # the run frame was not sent, or the check raised: now, before learn

@@ -35,7 +35,8 @@ from ._owner import LABEL, LABEL_PID, LABEL_START, owner_id
 from ._seccomp import profile_json
 from ._workspace import Workspace
 from .base import KERNEL_ENV, ExitStatus, SandboxConfig
-from .reaper import reap
+from .cleanup import remove_own
+from .reaper import drain, reap
 
 __all__ = ["DockerSandbox", "sandbox_image"]
 
@@ -49,10 +50,8 @@ _lock = threading.Lock()
 _RUNSC_THREADS = 256
 _REMOVE_ATTEMPTS = 4
 _REMOVE_BACKOFF_S = 0.5
-#: Containers this process created and has not closed, with their workspace and session directory:
-#: removed at interpreter exit. A session left open (no ``close``) would otherwise leave its stopped
-#: container and mounted workspace until the next start's stale-owner sweep.
-_unclosed: dict[str, tuple[int, Workspace, Path]] = {}
+#: Whether this process created a container: then its exit removes those left open (see below).
+_created = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -181,7 +180,8 @@ class DockerSandbox(HostEnd):
                     host_config=self._host_config(client, chan_dir),
                 )
                 self.container_id = created["Id"]
-                _unclosed[self.container_id] = (os.getpid(), self._workspace, self.session_dir)
+                global _created
+                _created = True
             finally:
                 opening.join()  # never a close (an unmount) while the workspace is being made
             if failed:
@@ -242,21 +242,19 @@ class DockerSandbox(HostEnd):
             self._workspace.close()
             shutil.rmtree(self.session_dir, ignore_errors=True)
             return
-        _unclosed.pop(container_id, None)
         reap(functools.partial(_remove, container_id, self._workspace), self.session_dir)
 
 
-def _remove_unclosed() -> None:
-    """At exit: queue the removal of every container this process left open (a forked child's
-    exit leaves its parent's alone); the reaper's own exit handler, which runs after this one,
-    waits for them."""
-    me = os.getpid()
-    for container_id, (pid, workspace, session_dir) in list(_unclosed.items()):
-        if pid == me and _unclosed.pop(container_id, None) is not None:
-            reap(functools.partial(_remove, container_id, workspace), session_dir)
+def _remove_own_at_exit() -> None:
+    """At exit, once the queued removals ran: this process's containers still there (sessions left
+    open, with no close), which would otherwise wait for the next start's stale-owner sweep. Found
+    by their owner label, which a forked child recomputes: its exit leaves its parent's alone."""
+    if _created:
+        drain(30.0)
+        remove_own(_client())
 
 
-atexit.register(_remove_unclosed)  # after reaper's drain was registered, so it runs before it
+atexit.register(_remove_own_at_exit)
 
 
 class _WorkspaceFailed(Exception):
