@@ -58,6 +58,17 @@ def _new_record(call_id: str, name: str, arguments: Any) -> ToolCallRecord:
     return record
 
 
+def _copied(record: ToolCallRecord) -> ToolCallRecord:
+    """``record.model_copy()`` (a shallow copy: its own ``__dict__`` and fields set) without
+    pydantic's generic steps: the ledger's records have no extra fields and no private ones."""
+    copy = object.__new__(ToolCallRecord)
+    object.__setattr__(copy, "__dict__", record.__dict__.copy())
+    object.__setattr__(copy, "__pydantic_fields_set__", set(record.__pydantic_fields_set__))
+    object.__setattr__(copy, "__pydantic_extra__", None)
+    object.__setattr__(copy, "__pydantic_private__", None)
+    return copy
+
+
 def stand_in(arguments: Any, size: int, text: str | None = None) -> Any:
     """What a refused call's record keeps of its arguments: the arguments when small, else a
     bounded serialized preview (a flood of refused calls must not pin their parsed arguments)."""
@@ -156,9 +167,10 @@ class CallLedger:
         self.argument_bytes = 0
         self._begun: set[str] = set()
         self.ended = False
-        #: (record, claim token, on the pool) of each plain call: what the tool host gives back
-        #: for a call still running when the run ended (``ToolHost.release_abandoned``).
-        self.holds: list[tuple[ToolCallRecord, Any, bool]] = []
+        #: The plain calls not yet done (by record id): what the tool host gives back for a call
+        #: still running when the run ended (``ToolHost.release_abandoned``). A call leaves when it
+        #: is done, so a run of many calls keeps none of them alive (fewer objects for the GC).
+        self.holds: dict[str, Any] = {}
         #: The run's OpenTelemetry spans (``codeact.tracing``), or None when tracing is off.
         self.trace: RunTrace | None = None
         #: Under a data-flow policy: the context the run was sent (``flow.context``, what the model
@@ -304,4 +316,4 @@ class CallLedger:
         """The records themselves, shallow-copied, once every call has ended (after
         :meth:`close_pending`): ``finish`` never changes a finished record, so no deep copy is needed."""
         with self._lock:
-            return [r.model_copy() for r in self._records]
+            return [_copied(r) for r in self._records]

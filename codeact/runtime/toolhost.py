@@ -229,7 +229,7 @@ class ToolHost:
         lane = call.lane
         if lane is _INLINE or lane is _POOL:
             plain = _PlainCall(self, ledger, call, reply, lane is _POOL)
-            ledger.holds.append((call.record, plain, plain.pooled))
+            ledger.holds[call.record.id] = plain
             deadline = time.monotonic() + call.route.timeout_s
             if plain.pooled:
                 ledger.store.gate.enter(plain.start)
@@ -450,6 +450,7 @@ class ToolHost:
                 if elapsed is not None:  # after the reply: the sandbox need not wait for this
                     self._timed(name, elapsed, pooled)
         finally:
+            ledger.holds.pop(record.id, None)  # done: nothing is left to let go of at the run's end
             gate = ledger.store.gate
             if call.claim():
                 gate.leave()
@@ -498,9 +499,9 @@ class ToolHost:
         """After a run's records were ended: let go of its plain calls still running, as their
         expiry would have. The run's timers ended with it, so a call hung past the run's end would
         otherwise hold its slot for good."""
-        for record, once, pooled in ledger.holds:
-            if once.unclaimed():  # the usual case (the call ended) costs no lock
-                self._let_go(ledger, record, once, pooled)
+        for plain in list(ledger.holds.values()):
+            if plain.unclaimed():
+                self._let_go(ledger, plain.record, plain, plain.pooled)
         ledger.holds.clear()
 
     # -- execute: through the loop --------------------------------------------------------------

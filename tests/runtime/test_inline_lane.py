@@ -232,3 +232,53 @@ def test_a_slow_plain_tool_leaves_the_lane(rt: Runtime) -> None:
         assert handed is not None and handed[2] is None  # pooled: the caller only keeps its deadline
     finally:
         host._slow.discard("add")
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_done_plain_call_is_no_longer_held_and_a_running_one_is(inline: bool) -> None:
+    """A plain call leaves the ledger's holds once done (a run of many calls keeps none of them
+    alive); one still running at the run's end stays held, and ``release_abandoned`` lets it go."""
+    release = threading.Event()
+    started = threading.Event()
+
+    @tool
+    def quick(x: int) -> int:
+        """Quick.
+
+        Args:
+            x: A number.
+        """
+        return x
+
+    @tool
+    def hangs(x: int) -> int:
+        """Waits to be released.
+
+        Args:
+            x: A number.
+        """
+        started.set()
+        release.wait(10)
+        return x
+
+    with Runtime([quick, hangs], LOCAL) as runtime:
+        host = runtime.host
+        ledger = CallLedger(host.new_store())
+        replies: list[Any] = []
+        for i in range(5):
+            handed = host.dispatch(ledger, "quick", {"x": i}, replies.append, 10, inline=inline)
+            if handed is not None and handed[2] is not None:
+                handed[2]()
+        deadline = time.monotonic() + 10
+        while len(replies) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(r["value"] for r in replies) == [0, 1, 2, 3, 4]
+        assert ledger.holds == {}
+        handed = host.dispatch(ledger, "hangs", {"x": 9}, replies.append, 10, inline=False)
+        assert handed is not None and started.wait(10)
+        (held,) = ledger.holds.values()
+        assert held.record.name == "hangs" and ledger.store.gate.running == 1
+        ledger.close_pending(run_ended("killed"))
+        host.release_abandoned(ledger)
+        assert ledger.holds == {} and ledger.store.gate.running == 0
+        release.set()

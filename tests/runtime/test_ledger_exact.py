@@ -136,7 +136,7 @@ def test_finish_ends_once_and_gives_back_the_in_flight_count() -> None:
 
 def test_a_new_record_and_ledger_start_blank() -> None:
     ledger = CallLedger()
-    assert not ledger.ended and ledger.arrived == 0 and ledger.holds == [] and ledger.trace is None
+    assert not ledger.ended and ledger.arrived == 0 and ledger.holds == {} and ledger.trace is None
     _open(ledger, "t", {"a": 1})
     (copy,) = ledger.records()
     assert (copy.ok, copy.result, copy.error, copy.duration_ms, copy.cached, copy.finished) == (
@@ -190,6 +190,11 @@ def test_records_are_copies_and_final_records_shallow() -> None:
     ledger.finish(record, result=[1])
     final = ledger.final_records()
     assert final[0] is not record and final[0].result is record.result and final[0].finished
+    # As model_copy makes it: equal, its own fields (and fields set), the same dump.
+    assert final[0] == record and final[0].model_dump(exclude_unset=True) == record.model_dump(exclude_unset=True)
+    final[0].result = "changed"
+    assert record.result == [1] and "result" in record.model_fields_set
+    assert final[0].__pydantic_fields_set__ is not record.__pydantic_fields_set__
 
 
 def test_store_keeps_results_within_the_budget_oldest_first() -> None:
