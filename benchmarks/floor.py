@@ -10,10 +10,15 @@ the same framing codeact uses (4-byte length + JSON), so the only thing missing 
 * ``exec``: the host sends ``{"type": "run", "code": "x = 1"}``, the container ``exec``s the
   compiled code in a persistent namespace and answers; the host times each round trip (as the
   warm bench does).
+
+Both ends wait for a frame the way codeact's channel does (``SandboxConfig.spin_us``): a read
+polls without blocking for that long, then blocks. So a ratio to the floor compares like with like;
+``spin_s=0.0`` measures the floor with blocking reads (the benches show it beside).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import socket
@@ -27,6 +32,20 @@ from ._common import med_p90
 
 _HEADER = struct.Struct("!I")
 
+
+def spin_recv(s: socket.socket, spin: float) -> bytes:
+    """What the next ``recv`` brings; it polls without blocking for ``spin`` seconds first, as
+    codeact's channel reads do (``SandboxConfig.spin_us``). The floor scripts run it as source."""
+    if spin:
+        end = time.perf_counter() + spin
+        while time.perf_counter() < end:
+            try:
+                return s.recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+    return s.recv(65536)
+
+
 _SCRIPT = r'''
 import json, socket, struct, sys, time
 H = struct.Struct("!I")
@@ -37,13 +56,16 @@ for _ in range(500):
     except OSError:
         time.sleep(0.01)
 buf = bytearray()
+SPIN = 0.0
+def chunk():
+    return spin_recv(s, SPIN)
 def recv():
     global buf
     while len(buf) < 4:
-        buf += s.recv(65536)
+        buf += chunk()
     (n,) = H.unpack_from(buf)
     while len(buf) < 4 + n:
-        buf += s.recv(65536)
+        buf += chunk()
     body = bytes(buf[4:4 + n]); del buf[:4 + n]
     return json.loads(body)
 def send(obj):
@@ -52,6 +74,7 @@ def send(obj):
 ns = {}
 while True:
     msg = recv()
+    SPIN = msg.get("spin", 0.0)
     if msg["type"] == "ping":
         lat = []
         for i in range(msg["n"]):
@@ -66,7 +89,7 @@ while True:
         send({"type": "done", "id": msg["id"], "termination": "completed", "stdout": "", "stderr": ""})
     else:
         break
-'''
+'''.replace("\nbuf = bytearray()\n", "\n" + inspect.getsource(spin_recv) + "buf = bytearray()\n", 1)
 
 
 class FloorContainer:
@@ -106,37 +129,42 @@ class FloorContainer:
         listener.close()
         self.sock.settimeout(None)
         self._buf = bytearray()
+        #: How long each end's reads spin before they block, as codeact's channel does.
+        self.spin_s = config.spin_us / 1e6
 
     def _send(self, obj: dict[str, Any]) -> None:
         body = json.dumps(obj, separators=(",", ":")).encode()
         self.sock.sendall(_HEADER.pack(len(body)) + body)
 
-    def _recv(self) -> dict[str, Any]:
+    def _recv(self, spin_s: float = 0.0) -> dict[str, Any]:
         while len(self._buf) < 4:
-            self._buf += self.sock.recv(65536)
+            self._buf += spin_recv(self.sock, spin_s)
         (n,) = _HEADER.unpack_from(self._buf)
         while len(self._buf) < 4 + n:
-            self._buf += self.sock.recv(65536)
+            self._buf += spin_recv(self.sock, spin_s)
         body = bytes(self._buf[4:4 + n])
         del self._buf[:4 + n]
         return json.loads(body)  # type: ignore[no-any-return]
 
-    def ping(self, n: int) -> list[float]:
-        """``n`` call/result round trips timed in the container (µs each)."""
-        self._send({"type": "ping", "n": n})
+    def ping(self, n: int, spin_s: float | None = None) -> list[float]:
+        """``n`` call/result round trips timed in the container (µs each); ``spin_s``: how long
+        reads spin (None: the config's ``spin_us``)."""
+        spin = self.spin_s if spin_s is None else spin_s
+        self._send({"type": "ping", "n": n, "spin": spin})
         while True:
-            msg = self._recv()
+            msg = self._recv(spin)
             if msg["type"] == "lat":
                 return [v * 1e6 for v in msg["lat"]]
             self._send({"type": "result", "seq": msg["seq"], "ok": True, "value": msg["arguments"]["x"]})
 
-    def exec_loop(self, n: int) -> list[float]:
-        """``n`` run/done round trips of ``x = 1`` timed on the host (µs each)."""
+    def exec_loop(self, n: int, spin_s: float | None = None) -> list[float]:
+        """``n`` run/done round trips of ``x = 1`` timed on the host (µs each); ``spin_s`` as in ``ping``."""
+        spin = self.spin_s if spin_s is None else spin_s
         lat = []
         for i in range(n):
             start = time.perf_counter()
-            self._send({"type": "run", "id": str(i), "code": "x = 1"})
-            self._recv()
+            self._send({"type": "run", "id": str(i), "code": "x = 1", "spin": spin})
+            self._recv(spin)
             lat.append((time.perf_counter() - start) * 1e6)
         return lat
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -22,13 +23,29 @@ import time
 from codeact import Runtime
 
 from ._common import Baseline, Context, Row, echo, med_p90, na, ratio
+from .floor import spin_recv
 
 ROWS = [("gvisor_cold", "gVisor: fresh session, no pool, acquire → first result", "ms", "—"),
         ("gvisor_tool_call", "gVisor: tool call round trip", "µs", "≤ 1.3× its floor"),
         ("gvisor_cpu", "gVisor: CPU-bound loop (2M squares summed)", "s", "≤ 1.05× runc")]
 
-_PONG = ("import json,socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect('/run/x/p.sock')\n"
-         "r=s.makefile('rb')\nfor line in r:\n    s.sendall(json.dumps(json.loads(line)).encode()+b'\\n')\n")
+
+
+def _line(s: socket.socket, spin: float, buf: bytes) -> tuple[bytes, bytes]:
+    """The next line (without its newline) and what came after it."""
+    while b"\n" not in buf:
+        got = spin_recv(s, spin)
+        if not got:
+            raise SystemExit
+        buf += got
+    head, _, rest = buf.partition(b"\n")
+    return head, rest
+
+
+_PONG = ("import json,socket,sys,time\n" + inspect.getsource(spin_recv) + inspect.getsource(_line)
+         + "s=socket.socket(socket.AF_UNIX)\ns.connect('/run/x/p.sock')\nbuf=b''\nwhile True:\n"
+         "    got, buf = _line(s, float(sys.argv[1]), buf)\n"
+         "    s.sendall(json.dumps(json.loads(got)).encode()+b'\\n')\n")
 _CPU = "import time\n_t=time.perf_counter()\nsum(i*i for i in range(2_000_000))\ntime.perf_counter()-_t"
 _CALLS = ("import time as _t\n_l=[]\nfor _i in range({n}):\n    _s=_t.perf_counter()\n    echo(x=_i)\n"
           "    _l.append((_t.perf_counter()-_s)*1e6)\n_l")
@@ -48,8 +65,9 @@ def _cold_ms(rt: Runtime) -> float:
         return (time.perf_counter() - start) * 1000
 
 
-def _pingpong_us(image: str, python: str, n: int) -> list[float]:
-    """Round trips of one JSON line to a runsc container and back, in µs."""
+def _pingpong_us(image: str, python: str, n: int, spin_s: float) -> list[float]:
+    """Round trips of one JSON line to a runsc container and back, in µs (reads on both ends spin
+    ``spin_s`` before they block)."""
     tmp = tempfile.mkdtemp(prefix="cgv", dir="/tmp")
     os.chmod(tmp, 0o755)
     srv = socket.socket(socket.AF_UNIX)
@@ -57,17 +75,17 @@ def _pingpong_us(image: str, python: str, n: int) -> list[float]:
     os.chmod(f"{tmp}/p.sock", 0o777)
     srv.listen(1)
     proc = subprocess.Popen(["docker", "run", "--rm", "--runtime", "runsc", "--network", "none", "--user", "1000:1000",
-                             "-v", f"{tmp}:/run/x", image, python, "-c", _PONG],
+                             "-v", f"{tmp}:/run/x", image, python, "-c", _PONG, str(spin_s)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         srv.settimeout(60)
         conn, _ = srv.accept()
-        reader = conn.makefile("rb")
+        buf = b""
         out: list[float] = []
         for i in range(n + 200):
             s = time.perf_counter()
             conn.sendall(json.dumps({"type": "call", "seq": i, "args": {"x": i}}).encode() + b"\n")
-            reader.readline()
+            _, buf = _line(conn, spin_s, buf)
             if i >= 200:  # warm-up first
                 out.append((time.perf_counter() - s) * 1e6)
         conn.close()
@@ -109,7 +127,8 @@ def measure(ctx: Context) -> list[Row]:
             for _ in range(ctx.n(5, 1)):
                 cpu["runsc"].append(gs.run(_CPU).value)
                 cpu["runc"].append(cs.run(_CPU).value)
-    floor = _pingpong_us(image, python, ctx.n(5000, 500))
+    floor = _pingpong_us(image, python, ctx.n(5000, 500), ctx.subject.spin_us / 1e6)
+    blocking = _pingpong_us(image, python, ctx.n(5000, 500), 0.0)
     rows: list[Row] = []
     med, p90 = med_p90(cold["runsc"])
     raw = med_p90(cold["raw"])
@@ -122,7 +141,9 @@ def measure(ctx: Context) -> list[Row]:
     f_med, f_p90 = med_p90(floor)
     r = ratio(med, f_med)
     rows.append(Row(key="gvisor_tool_call", measure=ROWS[1][1], unit="µs", median=med, p90=p90, samples=len(calls),
-                    baselines=[Baseline("floor: raw JSON ping-pong, runsc container, Unix socket", f_med, f_p90)],
+                    baselines=[Baseline("floor: raw JSON ping-pong, runsc container, Unix socket", f_med, f_p90,
+                                        note=f"reads spin {ctx.subject.spin_us} µs, then block, as codeact's"),
+                               Baseline("the same floor with blocking reads (spin_us=0)", *med_p90(blocking))],
                     ratio=r, ratio_label="× floor", target=ROWS[1][3], met=r is not None and r <= 1.3))
     g_med, _ = med_p90(cpu["runsc"])
     c_med, _ = med_p90(cpu["runc"])

@@ -53,7 +53,7 @@ def measure(ctx: Context) -> list[Row]:
     calls = ctx.n(10_000, 300)
     chunks = ctx.n(5, 1)
     per_chunk = calls // chunks
-    lat: dict[str, list[float]] = {"subject": [], "local": [], "raw": [], "monty": []}
+    lat: dict[str, list[float]] = {"subject": [], "local": [], "raw": [], "blocking": [], "monty": []}
     total_s = {"subject": 0.0, "local": 0.0}
     raw, raw_note = open_floor(ctx.docker, ctx.subject)
     monty, monty_note = open_monty(ctx.quick)
@@ -75,6 +75,7 @@ def measure(ctx: Context) -> list[Row]:
                     total_s[name] += value["total_s"]
                 if raw is not None:
                     lat["raw"] += raw.ping(per_chunk)
+                    lat["blocking"] += raw.ping(per_chunk, spin_s=0.0)
                 if monty is not None:  # a feed's mean per call: Monty's code cannot time itself
                     lat["monty"] += [monty.calls(per_chunk // 10) for _ in range(10)]
             batch_n = ctx.n(10_000, 500)
@@ -95,7 +96,9 @@ def measure(ctx: Context) -> list[Row]:
     if lat["raw"]:
         floor_med, f_p90 = med_p90(lat["raw"])
         baselines.append(Baseline("transport floor: raw JSON ping-pong, hardened container, same socket",
-                                  floor_med, f_p90))
+                                  floor_med, f_p90,
+                                  note=f"reads spin {ctx.subject.spin_us} µs before they block, as codeact's do"))
+        baselines.append(Baseline("the same floor with blocking reads (spin_us=0)", *med_p90(lat["blocking"])))
     else:
         baselines.append(Baseline("transport floor: raw JSON ping-pong", None, None, note=raw_note))
     baselines.append(Baseline("codeact kernel as a local subprocess", l_med, l_p90,

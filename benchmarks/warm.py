@@ -48,6 +48,10 @@ class _Jupyter:
         self.km.shutdown_kernel(now=True)
 
 
+def _spin_note(ctx: Context) -> str:
+    return f"reads spin {ctx.subject.spin_us} µs before they block, as codeact's do"
+
+
 def _block(fn: Callable[[], Any], n: int, into: list[float]) -> None:
     for _ in range(n):
         start = time.perf_counter()
@@ -76,7 +80,8 @@ def _peers(lat: dict[str, list[float]], med: float, extra: dict[str, Any], jupyt
 def measure(ctx: Context) -> list[Row]:
     iters, blocks = ctx.n(1000, 60), ctx.n(10, 2)
     per = iters // blocks
-    lat: dict[str, list[float]] = {"subject": [], "floor": [], "jupyter": [], "raw": [], "monty": []}
+    lat: dict[str, list[float]] = {"subject": [], "floor": [], "jupyter": [], "raw": [], "blocking": [],
+                                   "monty": []}
     jupyter: _Jupyter | None = None
     jupyter_note = "skipped in --quick" if ctx.quick else ""
     if not ctx.quick:
@@ -96,6 +101,7 @@ def measure(ctx: Context) -> list[Row]:
             if raw is not None:
                 raw_box = raw
                 runners["raw"] = lambda: raw_box.exec_loop(1)
+                runners["blocking"] = lambda: raw_box.exec_loop(1, spin_s=0.0)
             if monty is not None:
                 runners["monty"] = monty.warm
             for fn in runners.values():
@@ -119,7 +125,9 @@ def measure(ctx: Context) -> list[Row]:
     raw_med = None
     if lat["raw"]:
         raw_med, raw_p90 = med_p90(lat["raw"])
-        baselines.append(Baseline("transport floor: raw exec loop, hardened container, same socket", raw_med, raw_p90))
+        baselines.append(Baseline("transport floor: raw exec loop, hardened container, same socket",
+                                  raw_med, raw_p90, note=_spin_note(ctx)))
+        baselines.append(Baseline("the same floor with blocking reads (spin_us=0)", *med_p90(lat["blocking"])))
     else:
         baselines.append(Baseline("transport floor: raw exec loop", None, None, note=raw_note))
     baselines.append(Baseline("codeact kernel as a local subprocess", f_med, f_p90))

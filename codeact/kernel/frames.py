@@ -95,7 +95,8 @@ FROM_KERNEL: dict[str, dict[str, Field]] = {
 
 #: Host → kernel.
 FROM_HOST: dict[str, dict[str, Field]] = {
-    "setup": _frame(Field("stubs", "str"), Field("max_frame", "int", required=False)),
+    "setup": _frame(Field("stubs", "str"), Field("max_frame", "int", required=False),
+                    Field("spin_us", "int", required=False)),
     "run": _frame(Field("id", "str"), Field("code", "str"), Field("output_cap", "int"),
                   Field("output_limit", "int"), Field("stream", "bool", required=False),
                   # The caps of the rich outputs (``SandboxConfig.display_*``); the host checks again.

@@ -340,6 +340,8 @@ class Kernel:
         (see ``lazy_stubs``)."""
         if type(message.get("max_frame")) is int:
             self.max_frame = message["max_frame"]
+        if type(message.get("spin_us")) is int:
+            self.channel.spin_s = min(max(message["spin_us"], 0), protocol.MAX_SPIN_US) / 1e6
         stubs, later = lazy_stubs.split(str(message.get("stubs", "")))
         scope: dict[str, Any] = {"__builtins__": __builtins__, "__name__": "codeact_tools"}
         scope["__codeact_call__"] = self.client.call

@@ -11,8 +11,10 @@ host ends a kernel by closing the channel (the kernel exits at its EOF) or by ki
 The kernel handles ``setup``, ``run``, ``reset`` and ``bind`` one at a time, in order, on its main
 thread; each is answered by exactly one frame:
 
-* ``{"type": "setup", "stubs": str, "max_frame"?: int}`` → ``{"type": "ready", "error"?: str}``
-  (``max_frame``: the largest frame the host reads; the kernel cuts a larger ``done`` to fit)
+* ``{"type": "setup", "stubs": str, "max_frame"?: int, "spin_us"?: int}`` → ``{"type": "ready",
+  "error"?: str}`` (``max_frame``: the largest frame the host reads; the kernel cuts a larger
+  ``done`` to fit; ``spin_us``: how long the kernel's reads spin before they block, see
+  ``FrameSocket.spin_s``)
 * ``{"type": "run", "id": str, "code": str, ...}`` → ``{"type": "done", "id": str, ...}``
 * ``{"type": "reset"}`` → ``{"type": "ready", "error"?: str}``: the namespace goes back to its
   baseline, the namespace as setup left it (taken when the first frame after setup arrives):
@@ -27,6 +29,8 @@ thread; each is answered by exactly one frame:
 
 from __future__ import annotations
 
+import _socket
+import _thread
 import json
 import keyword
 import re
@@ -35,7 +39,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs every idle kernel memory; annotations are never evaluated
-    import _socket
     from typing import Any
 
 VERSION = 1
@@ -54,6 +57,13 @@ _EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
 #: A JSON escape of a UTF-16 surrogate: a frame that holds none cannot decode to a lone surrogate.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+#: The longest a read may spin before it blocks (``SandboxConfig.spin_us`` is bounded by it).
+MAX_SPIN_US = 10_000
+#: A blocking wait shorter than this many spins says the peer answers quickly: spin again.
+_SPIN_RELEARN = 4
+_MSG_DONTWAIT: int = getattr(_socket, "MSG_DONTWAIT", 0)
+#: One spinning reader per process: sessions sharing a host process never spin a core each.
+_SPINNER = _thread.allocate_lock()
 
 
 class RefusedArguments:
@@ -261,6 +271,12 @@ class FrameSocket:
         self.last_size = 0
         #: Bytes of an oversized frame still to be discarded before the next frame starts.
         self._skip = 0
+        #: Seconds a read polls the socket without blocking before it sleeps in ``recv``. A peer
+        #: that answers within them is read without a sleep and a wake-up, which costs more than the
+        #: answer itself on a virtual machine; a read whose wait outlasts the spin (an idle session,
+        #: a slow tool) stops spinning until a wait is short again. 0: reads always block.
+        self.spin_s = 0.0
+        self._chatty = True
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(encode(message))
@@ -270,10 +286,38 @@ class FrameSocket:
             # Only with part of a frame in: a frame that comes whole (the usual case) costs no clock read.
             if until is not None and self._buf and time.monotonic() >= until:
                 raise TimeoutError("a frame was still arriving at the read's deadline")
-            chunk = self.sock.recv(max(65536, n - len(self._buf)))
+            size = max(65536, n - len(self._buf))
+            chunk = self._spun(size) if self.spin_s and self._chatty else None
+            if chunk is None:
+                if self.spin_s:
+                    started = time.perf_counter()
+                    try:
+                        chunk = self.sock.recv(size)
+                    finally:  # a wait its timeout ended was a long one too
+                        self._chatty = time.perf_counter() - started < _SPIN_RELEARN * self.spin_s
+                else:
+                    chunk = self.sock.recv(size)
             if not chunk:
                 raise PeerClosed("the peer closed the channel")
             self._buf += chunk
+
+    def _spun(self, size: int) -> bytes | None:
+        """What a non-blocking ``recv`` finds within ``spin_s``; None when nothing came, or when this
+        read may not spin (another thread of the process spins, or the socket has a Python timeout:
+        its ``recv`` polls first, so it would not return at once)."""
+        sock = self.sock
+        if not _MSG_DONTWAIT or sock.gettimeout() is not None or not _SPINNER.acquire(False):
+            return None
+        try:
+            end = time.perf_counter() + self.spin_s
+            while True:
+                try:
+                    return sock.recv(size, _MSG_DONTWAIT)
+                except BlockingIOError:
+                    if time.perf_counter() >= end:
+                        return None
+        finally:
+            _SPINNER.release()
 
     def _discard(self, until: float | None) -> None:
         """Skip what is left of an oversized frame, never holding more than a chunk of it."""

@@ -51,6 +51,7 @@ class HostEnd:
             raise SandboxUnavailable("the sandbox is not listening for its kernel")
         try:
             self._channel = listener.accept(_ACCEPT_S, self.config.max_frame_bytes)
+            self._channel.spin_s = self.config.spin_us / 1e6
         finally:
             listener.close()
 

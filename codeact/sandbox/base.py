@@ -8,7 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..kernel.protocol import FrameSocket
+from ..kernel.protocol import MAX_SPIN_US, FrameSocket
 from ._egress_policy import Egress
 
 __all__ = ["KERNEL_ENV", "ExitStatus", "Sandbox", "SandboxConfig"]
@@ -42,6 +42,9 @@ class SandboxConfig(BaseModel):
     display_limit: int = Field(8_000_000, ge=100, description="characters of rich outputs kept per run")
     display_count: int = Field(50, ge=1, description="rich outputs (display(), open figures) kept per run")
     max_frame_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
+    spin_us: int = Field(200, ge=0, le=MAX_SPIN_US, description="µs a channel read (host and kernel) polls "
+                         "before it sleeps, while the other side answers quickly; 0: reads always sleep "
+                         "(hosts packed with busy sessions)")
     policy: Literal["auto", "none", "restricted"] = Field(
         "auto", description="restricted = RestrictedPython; auto = restricted on local, none on docker"
     )

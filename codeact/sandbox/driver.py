@@ -149,7 +149,8 @@ class KernelDriver:
             hello = _expect(chan.recv(), "hello")
             if hello["v"] != VERSION:
                 raise ProtocolViolation(f"kernel speaks protocol v{hello['v']}, host v{VERSION}")
-            self._send({"type": "setup", "stubs": stubs, "max_frame": chan.max_frame}, timeout_s)
+            self._send({"type": "setup", "stubs": stubs, "max_frame": chan.max_frame,
+                        "spin_us": round(chan.spin_s * 1e6)}, timeout_s)
             ready = _expect(chan.recv(), "ready")
         except (FrameError, OSError) as exc:
             raise SandboxUnavailable(f"the kernel did not start properly: {one_line(str(exc), 300)}") from None
