@@ -10,10 +10,14 @@ is missed shows which side the rest of the time is on, measured in the same run 
 The pooled first result is measured after the pool has been idle (as every real acquire is); its
 floor is the raw exec round trip after the same idle pause, beside the same round trip back to
 back: what waking two idle processes costs on this machine with no code of ours on either side.
+
+Both sides read with ``spin_us=0`` here (codeact and the floor): a spinning read's wait is CPU,
+which would hide which side the time is on. The latency rows measure with the spin.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import time
@@ -231,6 +235,7 @@ def _pooled(ctx: Context, raw: FloorContainer, raw_box: Path) -> Row:
 
 
 def measure(ctx: Context) -> list[Row]:
+    ctx = dataclasses.replace(ctx, subject=ctx.subject.model_copy(update={"spin_us": 0}))
     if not ctx.docker:
         reason = ctx.docker_error or "the split needs the Docker backend (the container's CPU cgroup)"
         return [na(key, measure, unit, reason) for key, measure, unit, _ in ROWS]
