@@ -371,6 +371,10 @@ def test_a_stream_cancelled_before_its_run_starts_never_runs(rt: Runtime, gate: 
                 if sum(t.name == "codeact-run-events" for t in threading.enumerate()) == 2:
                     break
             task.cancel()
+            # cancel() only schedules the CancelledError; one pass of the loop delivers it into the
+            # stream's generator (its finally refuses the start at once). Without it the first run
+            # could end and the stream's run start before the cancellation ever reached it.
+            await asyncio.sleep(0)
             gate.seen.set()  # now let the first run finish
             with pytest.raises(asyncio.CancelledError):
                 await task
