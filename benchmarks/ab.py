@@ -7,6 +7,7 @@ with the raw floor (``floor.py``), and prints each one's p50 with its ratio to t
     python -m benchmarks.ab HEAD~3                 # tool call round trip (Docker)
     python -m benchmarks.ab HEAD~3 --mode warm     # warm ``x = 1``
     python -m benchmarks.ab HEAD~3 --mode fresh    # a fresh session without a pool (ms)
+    python -m benchmarks.ab HEAD~3 --spin-us 0     # both versions and the floor with blocking reads
 
 REV is checked out with ``git worktree`` into a temporary directory and imported as
 ``codeact_rev``. Its few absolute ``codeact.`` imports (image building) resolve to the working
@@ -119,22 +120,26 @@ def main(argv: list[str] | None = None) -> None:
                         help="where both versions' kernels run")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--n", type=int, default=2000, help="samples per chunk (warm: a quarter of it)")
+    parser.add_argument("--spin-us", type=int, default=None,
+                        help="SandboxConfig.spin_us for both versions and the floor (0: blocking reads)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="codeact-ab-") as tmp:
         try:
             rev = _import_revision(args.rev, Path(tmp))
             runtimes, sessions = {}, {}
+            spin = {} if args.spin_us is None else {"spin_us": args.spin_us}
             for label, pkg in (("working tree", codeact), (args.rev, rev)):
-                config = pkg.SandboxConfig(backend=args.backend, policy="none", timeout_s=600)
+                config = pkg.SandboxConfig(backend=args.backend, policy="none", timeout_s=600, **spin)
                 runtime = pkg.Runtime([_echo_for(pkg)], config)
                 runtimes[label] = runtime
                 sessions[label] = runtime.session()
-            floor, note = open_floor(True, codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600))
+            floor, note = open_floor(True, codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600,
+                                                                 **spin))
             if floor is None:
                 raise SystemExit(f"benchmarks.ab: no floor container: {note}")
             try:
                 n = {"call": args.n, "warm": max(1, args.n // 4), "fresh": max(1, args.n // 200)}[args.mode]
-                floor_config = codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600)
+                floor_config = codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600, **spin)
                 measures = _measures(args.mode, sessions, floor, runtimes, floor_config)
                 samples: dict[str, list[float]] = {label: [] for label in measures}
                 for fn in measures.values():

@@ -528,7 +528,9 @@ def main(argv: list[str] | None = None) -> None:
         port = egress_forwarder.start(broker, int(args["egress"]))
         egress_forwarder.configure(port, os.path.join(os.getcwd(), ".codeact-packages"))
     sock = _connect(args["connect"])
-    kernel = Kernel(protocol.FrameSocket(sock), args["policy"])
+    channel = protocol.FrameSocket(sock)
+    channel.wait_in_poll()
+    kernel = Kernel(channel, args["policy"])
     kernel.serve()
 
 

@@ -34,6 +34,7 @@ import _thread
 import json
 import keyword
 import re
+import select
 import struct
 import time
 
@@ -277,6 +278,17 @@ class FrameSocket:
         #: a slow tool) stops spinning until a wait is short again. 0: reads always block.
         self.spin_s = 0.0
         self._chatty = True
+        #: Set by :meth:`wait_in_poll`: a read that must wait sleeps in ``poll``, not in ``recv``.
+        self._poller: Any = None
+
+    def wait_in_poll(self) -> None:
+        """Make a read that must wait sleep in ``poll(POLLIN)``, then take the bytes without
+        blocking. A thread asleep in a stream socket's ``recv`` is woken each time the peer reads
+        what this side sent (the socket's write-space wake-up): after every frame, a wake-up, a
+        switch to this thread and back, while the peer is busy with the frame. ``poll`` waits for
+        input only. For a blocking socket without a timeout (the kernel's channel)."""
+        self._poller = select.poll()
+        self._poller.register(self.sock.fileno(), select.POLLIN)
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(encode(message))
@@ -292,14 +304,26 @@ class FrameSocket:
                 if self.spin_s:
                     started = time.perf_counter()
                     try:
-                        chunk = self.sock.recv(size)
+                        chunk = self._wait_recv(size)
                     finally:  # a wait its timeout ended was a long one too
                         self._chatty = time.perf_counter() - started < _SPIN_RELEARN * self.spin_s
                 else:
-                    chunk = self.sock.recv(size)
+                    chunk = self._wait_recv(size)
             if not chunk:
                 raise PeerClosed("the peer closed the channel")
             self._buf += chunk
+
+    def _wait_recv(self, size: int) -> bytes:
+        """A ``recv`` that may wait (in ``poll`` after :meth:`wait_in_poll`)."""
+        poller = self._poller
+        if poller is None:
+            return self.sock.recv(size)
+        while True:
+            poller.poll()
+            try:
+                return self.sock.recv(size, _MSG_DONTWAIT)
+            except BlockingIOError:  # another reader took it first (never the kernel's one reader)
+                continue
 
     def _spun(self, size: int) -> bytes | None:
         """What a non-blocking ``recv`` finds within ``spin_s``; None when nothing came, or when this
