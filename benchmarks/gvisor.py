@@ -2,28 +2,23 @@
 
 - cold: fresh session, no pool, acquire → first result, under runsc; baselines a raw
   ``docker run --rm --runtime runsc IMAGE python -c pass`` and the same session under runc.
-- tool call: the ``echo`` round trip timed inside the code under runsc; the floor is a raw JSON
-  ping-pong between the host and a process in a runsc container from the sandbox image over a Unix
-  socket in a bind-mounted directory (the channel's shape, without our framing and tool host).
+- tool call: the ``echo`` round trip timed inside the code under runsc; the floor is ``floor.py``'s
+  raw JSON ping-pong in a runsc container with the session's hardening and channel socket, started
+  and timed in the container as codeact's calls are (gVisor's clock on both sides), interleaved
+  with codeact's chunks.
 - CPU: a pure-Python loop under runsc ÷ the same loop under runc (gVisor intercepts syscalls, not
   instructions: near 1×).
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-import os
-import shutil
-import socket
 import subprocess
-import tempfile
 import time
 
 from codeact import Runtime
 
 from ._common import Baseline, Context, Row, echo, med_p90, na, ratio
-from .floor import spin_recv
+from .floor import FloorContainer
 
 ROWS = [("gvisor_cold", "gVisor: fresh session, no pool, acquire → first result", "ms", "—"),
         ("gvisor_tool_call", "gVisor: tool call round trip", "µs", "≤ 1.3× its floor"),
@@ -31,21 +26,6 @@ ROWS = [("gvisor_cold", "gVisor: fresh session, no pool, acquire → first resul
 
 
 
-def _line(s: socket.socket, spin: float, buf: bytes) -> tuple[bytes, bytes]:
-    """The next line (without its newline) and what came after it."""
-    while b"\n" not in buf:
-        got = spin_recv(s, spin)
-        if not got:
-            raise SystemExit
-        buf += got
-    head, _, rest = buf.partition(b"\n")
-    return head, rest
-
-
-_PONG = ("import json,socket,sys,time\n" + inspect.getsource(spin_recv) + inspect.getsource(_line)
-         + "s=socket.socket(socket.AF_UNIX)\ns.connect('/run/x/p.sock')\nbuf=b''\nwhile True:\n"
-         "    got, buf = _line(s, float(sys.argv[1]), buf)\n"
-         "    s.sendall(json.dumps(json.loads(got)).encode()+b'\\n')\n")
 _CPU = "import time\n_t=time.perf_counter()\nsum(i*i for i in range(2_000_000))\ntime.perf_counter()-_t"
 _CALLS = ("import time as _t\n_l=[]\nfor _i in range({n}):\n    _s=_t.perf_counter()\n    echo(x=_i)\n"
           "    _l.append((_t.perf_counter()-_s)*1e6)\n_l")
@@ -63,40 +43,6 @@ def _cold_ms(rt: Runtime) -> float:
         if s.run("1").value != 1:
             raise RuntimeError("fresh session did not answer")
         return (time.perf_counter() - start) * 1000
-
-
-def _pingpong_us(image: str, python: str, n: int, spin_s: float) -> list[float]:
-    """Round trips of one JSON line to a runsc container and back, in µs (reads on both ends spin
-    ``spin_s`` before they block)."""
-    tmp = tempfile.mkdtemp(prefix="cgv", dir="/tmp")
-    os.chmod(tmp, 0o755)
-    srv = socket.socket(socket.AF_UNIX)
-    srv.bind(f"{tmp}/p.sock")
-    os.chmod(f"{tmp}/p.sock", 0o777)
-    srv.listen(1)
-    proc = subprocess.Popen(["docker", "run", "--rm", "--runtime", "runsc", "--network", "none", "--user", "1000:1000",
-                             "-v", f"{tmp}:/run/x", image, python, "-c", _PONG, str(spin_s)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        srv.settimeout(60)
-        conn, _ = srv.accept()
-        buf = b""
-        out: list[float] = []
-        for i in range(n + 200):
-            s = time.perf_counter()
-            conn.sendall(json.dumps({"type": "call", "seq": i, "args": {"x": i}}).encode() + b"\n")
-            _, buf = _line(conn, spin_s, buf)
-            if i >= 200:  # warm-up first
-                out.append((time.perf_counter() - s) * 1e6)
-        conn.close()
-        return out
-    finally:
-        srv.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # the docker client; --rm removes the container once its process ends
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def measure(ctx: Context) -> list[Row]:
@@ -118,17 +64,26 @@ def measure(ctx: Context) -> list[Row]:
             subprocess.run(["docker", "run", "--rm", "--runtime", "runsc", "--network", "none", image, python, "-c",
                             "pass"], check=True, capture_output=True, timeout=120)
             cold["raw"].append((time.perf_counter() - s) * 1000)
-        with g.session() as gs, c.session() as cs:
-            calls: list[float] = []
-            gs.run(_CALLS.format(n=100))
-            for _ in range(ctx.n(5, 1)):
-                calls += gs.run(_CALLS.format(n=ctx.n(1000, 200))).value
-            cpu: dict[str, list[float]] = {"runsc": [], "runc": []}
-            for _ in range(ctx.n(5, 1)):
-                cpu["runsc"].append(gs.run(_CPU).value)
-                cpu["runc"].append(cs.run(_CPU).value)
-    floor = _pingpong_us(image, python, ctx.n(5000, 500), ctx.subject.spin_us / 1e6)
-    blocking = _pingpong_us(image, python, ctx.n(5000, 500), 0.0)
+        calls: list[float] = []
+        floor: list[float] = []
+        blocking: list[float] = []
+        raw_floor = FloorContainer(runsc_cfg)
+        try:
+            with g.session() as gs, c.session() as cs:
+                n = ctx.n(1000, 200)
+                gs.run(_CALLS.format(n=200))
+                raw_floor.ping(200)
+                raw_floor.ping(200, spin_s=0.0)
+                for _ in range(ctx.n(6, 1)):  # interleaved: this machine's speed drifts
+                    calls += gs.run(_CALLS.format(n=n)).value
+                    floor += raw_floor.ping(n)
+                    blocking += raw_floor.ping(n, spin_s=0.0)
+                cpu: dict[str, list[float]] = {"runsc": [], "runc": []}
+                for _ in range(ctx.n(5, 1)):
+                    cpu["runsc"].append(gs.run(_CPU).value)
+                    cpu["runc"].append(cs.run(_CPU).value)
+        finally:
+            raw_floor.close()
     rows: list[Row] = []
     med, p90 = med_p90(cold["runsc"])
     raw = med_p90(cold["raw"])
@@ -141,7 +96,8 @@ def measure(ctx: Context) -> list[Row]:
     f_med, f_p90 = med_p90(floor)
     r = ratio(med, f_med)
     rows.append(Row(key="gvisor_tool_call", measure=ROWS[1][1], unit="µs", median=med, p90=p90, samples=len(calls),
-                    baselines=[Baseline("floor: raw JSON ping-pong, runsc container, Unix socket", f_med, f_p90,
+                    baselines=[Baseline("floor: raw JSON ping-pong, hardened runsc container, same socket",
+                                        f_med, f_p90,
                                         note=f"reads spin {ctx.subject.spin_us} µs, then block, as codeact's"),
                                Baseline("the same floor with blocking reads (spin_us=0)", *med_p90(blocking))],
                     ratio=r, ratio_label="× floor", target=ROWS[1][3], met=r is not None and r <= 1.3))
