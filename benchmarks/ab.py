@@ -133,13 +133,12 @@ def main(argv: list[str] | None = None) -> None:
                 runtime = pkg.Runtime([_echo_for(pkg)], config)
                 runtimes[label] = runtime
                 sessions[label] = runtime.session()
-            floor, note = open_floor(True, codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600,
-                                                                 **spin))
+            floor_config = codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600, **spin)
+            floor, note = open_floor(True, floor_config)
             if floor is None:
                 raise SystemExit(f"benchmarks.ab: no floor container: {note}")
             try:
                 n = {"call": args.n, "warm": max(1, args.n // 4), "fresh": max(1, args.n // 200)}[args.mode]
-                floor_config = codeact.SandboxConfig(backend="docker", policy="none", timeout_s=600, **spin)
                 measures = _measures(args.mode, sessions, floor, runtimes, floor_config)
                 samples: dict[str, list[float]] = {label: [] for label in measures}
                 for fn in measures.values():

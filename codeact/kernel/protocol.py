@@ -322,7 +322,7 @@ class FrameSocket:
             poller.poll()
             try:
                 return self.sock.recv(size, _MSG_DONTWAIT)
-            except BlockingIOError:  # another reader took it first (never the kernel's one reader)
+            except BlockingIOError:  # readable no more (e.g. a wake-up with nothing left): wait again
                 continue
 
     def _spun(self, size: int) -> bytes | None:

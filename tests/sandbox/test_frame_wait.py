@@ -20,7 +20,8 @@ FRAME = {"type": "done", "id": "r", "termination": "completed"}
 
 #: In a fresh interpreter (one thread, so no wait for the GIL adds a switch): this side sends a
 #: frame and waits for the answer; the forked peer reads the frame once this side sleeps, then
-#: answers later. Prints the voluntary context switches of this side's wait.
+#: answers later. Prints the voluntary context switches of this side's wait (with ``recv`` as the
+#: argument instead of ``poll``, the plain ``recv`` wait: 2, the peer's read waking it once more).
 _PROBE = textwrap.dedent("""
     import json, os, socket, sys, time
     from codeact.kernel.protocol import FrameSocket, encode
@@ -59,17 +60,16 @@ def test_a_read_waiting_in_poll_is_woken_once_by_the_answer_not_by_the_peer_read
     assert found == {"switches": 1, "id": "r2"}
 
 
-def _pair(poll: bool) -> tuple[FrameSocket, socket.socket]:
+def _pair() -> tuple[FrameSocket, socket.socket]:
     reader, writer = socket.socketpair()
     chan = FrameSocket(reader, 1 << 20)
-    if poll:
-        chan.wait_in_poll()
+    chan.wait_in_poll()
     return chan, writer
 
 
 @pytest.mark.parametrize("spin_s", [0.0, 0.0002])
 def test_a_frame_arriving_in_pieces_is_read_whole_after_poll(spin_s: float) -> None:
-    chan, writer = _pair(poll=True)
+    chan, writer = _pair()
     chan.spin_s = spin_s
     data = encode(FRAME)
 
@@ -88,7 +88,7 @@ def test_a_frame_arriving_in_pieces_is_read_whole_after_poll(spin_s: float) -> N
 
 
 def test_the_peer_closing_while_a_read_waits_in_poll_is_peer_closed() -> None:
-    chan, writer = _pair(poll=True)
+    chan, writer = _pair()
     closer = threading.Timer(0.05, writer.close)
     closer.start()
     with pytest.raises(PeerClosed):
