@@ -201,8 +201,11 @@ class Deployment:
         ray = cluster.connect()
         self.cluster, self.runtime, self.options = cluster, runtime, options
         self.ray = ray
+        # ActorUnschedulableError: an agent pinned to a node that is gone but that Ray still lists
+        # as alive (its death not yet detected) cannot be created there: the node is lost too.
         self.lost_errors: tuple[type[BaseException], ...] = (ray.exceptions.RayActorError,
-                                                             ray.exceptions.ActorUnavailableError)
+                                                             ray.exceptions.ActorUnavailableError,
+                                                             ray.exceptions.ActorUnschedulableError)
         caller = {t.name: t for t in runtime.toolset if t.policy.where == "caller"}
         self.relay: Any = None
         self._pump: CallerPump | None = None

@@ -316,6 +316,32 @@ def test_a_flow_policy_judges_calls_on_the_node_and_survives_its_death(nodes: No
     assert runs(ledger) == ["boss@example.com", "boss@example.com"]
 
 
+def test_a_node_gone_but_still_listed_alive_is_skipped_when_placing(nodes: Nodes, ledger: Path) -> None:
+    # Ray lists a removed node as alive until its health checks fail, and a runtime that looks then
+    # may pick it; by the time the agent pinned there is created, Ray may know the node is gone and
+    # refuse the agent (ActorUnschedulableError). Placement must count the node lost, go elsewhere.
+    lost = nodes.workers[0].node_id
+    nodes.kill(lost)  # three live workers again, and the lost one
+    cluster = nodes.ray_cluster()
+    stale = cluster.alive_nodes()  # Ray's view right after the death, taken as it is
+    deadline = time.monotonic() + 120
+    while any(str(n["NodeID"]) == lost for n in cluster.alive_nodes()):  # until Ray knows
+        assert time.monotonic() < deadline, "Ray never saw the removed node's death"
+        time.sleep(0.5)
+    if not any(str(n["NodeID"]) == lost for n in stale):
+        stale.append({"NodeID": lost, "Alive": True, "Resources": {"sandboxes": 1.0}})  # Ray was quicker
+    cluster.alive_nodes = lambda: stale  # type: ignore[method-assign]  # the placement sees the lagging view
+    with Runtime(tools(ledger), CONFIG, cluster=cluster) as rt:
+        sessions = [rt.session() for _ in range(WORKERS + 1)]  # spread: one of them picks the lost node
+        try:
+            assert all(s.run("1 + 1").value == 2 for s in sessions)
+            assert lost not in {s.node_id for s in sessions}
+            assert lost in cluster.agents.dead  # it was tried, and found lost
+        finally:
+            for s in sessions:
+                s.close()
+
+
 def test_map_and_idle_suspension_work_on_the_cluster(nodes: Nodes, ledger: Path) -> None:
     with Runtime(tools(ledger), CONFIG, cluster=nodes.ray_cluster(), suspend_idle_s=1) as rt:
         results = rt.map("bump(item) + len(item)", ["a", "bb", "ccc", "dddd", "e", "ff"], concurrency=3)
