@@ -7,6 +7,7 @@ with the raw floor (``floor.py``), and prints each one's p50 with its ratio to t
     python -m benchmarks.ab HEAD~3                 # tool call round trip (Docker)
     python -m benchmarks.ab HEAD~3 --mode warm     # warm ``x = 1``
     python -m benchmarks.ab HEAD~3 --mode fresh    # a fresh session without a pool (ms)
+    python -m benchmarks.ab HEAD~3 --mode paused   # warm runs in bursts after a pause, as an agent's
     python -m benchmarks.ab HEAD~3 --spin-us 0     # both versions and the floor with blocking reads
 
 REV is checked out with ``git worktree`` into a temporary directory and imported as
@@ -18,6 +19,7 @@ tree's, except the list of kernel files (each side builds its image from its own
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import statistics
 import subprocess
@@ -35,6 +37,9 @@ from .floor import FloorContainer, open_floor
 from .toolcall import CELL
 
 ROOT = Path(__file__).resolve().parent.parent
+#: ``--mode paused``: each burst of warm runs follows this long a pause; the runs after the first are timed.
+PAUSE_S = 0.2
+BURST = 10
 
 
 def _echo_for(pkg: ModuleType) -> Any:
@@ -79,6 +84,22 @@ def _measures(mode: str, sessions: dict[str, Any], floor: Any, runtimes: dict[st
             return lat
         return loop
 
+    def paused(run: Callable[[], Any]) -> Callable[[int], list[float]]:
+        def loop(n: int) -> list[float]:
+            lat = []
+            for _ in range(n):
+                time.sleep(PAUSE_S)
+                run()  # the first after the pause: the wake-ups an idle session always pays
+                for _ in range(BURST):
+                    start = time.perf_counter()
+                    run()
+                    lat.append((time.perf_counter() - start) * 1e6)
+            return lat
+        return loop
+
+    if mode == "paused":
+        return {"floor": paused(lambda: floor.exec_loop(1)),
+                **{label: paused(functools.partial(session.run, "x = 1")) for label, session in sessions.items()}}
     if mode == "fresh":
         return {"floor": lambda n: [_floor_start_ms(config) for _ in range(n)],
                 **{label: _fresh(runtime) for label, runtime in runtimes.items()}}
@@ -114,8 +135,9 @@ def _floor_start_ms(config: Any) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ab", description=__doc__.split("\n")[0])
     parser.add_argument("rev", help="the git revision to compare the working tree with")
-    parser.add_argument("--mode", choices=["call", "warm", "fresh"], default="call",
-                        help="fresh: a session without a pool, acquire → first result (ms; n: a 200th)")
+    parser.add_argument("--mode", choices=["call", "warm", "fresh", "paused"], default="call",
+                        help="fresh: a session without a pool, acquire → first result (ms; n: a 200th); "
+                             f"paused: bursts of {BURST} warm runs after {PAUSE_S:g} s pauses (n: a 200th bursts)")
     parser.add_argument("--backend", choices=["docker", "local"], default="docker",
                         help="where both versions' kernels run")
     parser.add_argument("--rounds", type=int, default=6)
@@ -138,11 +160,12 @@ def main(argv: list[str] | None = None) -> None:
             if floor is None:
                 raise SystemExit(f"benchmarks.ab: no floor container: {note}")
             try:
-                n = {"call": args.n, "warm": max(1, args.n // 4), "fresh": max(1, args.n // 200)}[args.mode]
+                n = {"call": args.n, "warm": max(1, args.n // 4), "fresh": max(1, args.n // 200),
+                     "paused": max(1, args.n // 200)}[args.mode]
                 measures = _measures(args.mode, sessions, floor, runtimes, floor_config)
                 samples: dict[str, list[float]] = {label: [] for label in measures}
                 for fn in measures.values():
-                    fn(min(n, 200) if args.mode != "fresh" else 1)  # warm-up
+                    fn(min(n, 200) if args.mode in ("call", "warm") else 1)  # warm-up
                 for i in range(args.rounds):
                     order = list(measures.items())
                     for label, fn in order if i % 2 else order[::-1]:

@@ -33,6 +33,7 @@ import _socket
 import _thread
 import json
 import keyword
+import os
 import re
 import select
 import struct
@@ -65,6 +66,11 @@ _SPIN_RELEARN = 4
 _MSG_DONTWAIT: int = getattr(_socket, "MSG_DONTWAIT", 0)
 #: One spinning reader per process: sessions sharing a host process never spin a core each.
 _SPINNER = _thread.allocate_lock()
+#: Called between a spinning read's polls. A wake-up on a Unix socket is a *sync* one: the
+#: scheduler often puts the woken peer on this very CPU, expecting this side to sleep; a spin
+#: that kept the CPU would starve the peer until the spin ran out, every frame (both ends then
+#: spin in vain and block, many times slower than never spinning). Yielding lets it run.
+_yield = getattr(os, "sched_yield", lambda: None)
 
 
 class RefusedArguments:
@@ -340,6 +346,7 @@ class FrameSocket:
                 except BlockingIOError:
                     if time.perf_counter() >= end:
                         return None
+                    _yield()
         finally:
             _SPINNER.release()
 

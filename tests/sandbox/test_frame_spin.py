@@ -4,7 +4,12 @@ socket pair, with a wrapper that counts which kind of ``recv`` each read made.""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -170,3 +175,50 @@ def test_a_kernel_left_idle_stops_spinning(docker_image: str) -> None:
         result = session.run(chatty)
         assert result.ok and result.value is False
 
+
+
+#: In a fresh interpreter pinned to one CPU (where a Unix socket's sync wake-up often puts the woken
+#: peer anyway): this side and a forked peer, both spinning, trade ``ROUNDS`` frames. Prints how
+#: many of this side's spins ran out with nothing read. A spin that kept the CPU would starve the
+#: peer until it ran out, every round; one that yields lets the peer answer within it.
+_SAME_CPU = textwrap.dedent("""
+    import json, os, socket, sys
+    from codeact.kernel.protocol import FrameSocket
+    ROUNDS = 200
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    mine, peer = socket.socketpair()
+    if os.fork() == 0:
+        mine.close()
+        chan = FrameSocket(peer)
+        chan.spin_s = 0.0002
+        chan.wait_in_poll()
+        for _ in range(ROUNDS):
+            chan.recv()
+            chan.send({"type": "done", "id": "r", "termination": "completed"})
+        os._exit(0)
+    peer.close()
+
+    class Counted(FrameSocket):
+        missed = 0
+
+        def _spun(self, size):
+            got = super()._spun(size)
+            Counted.missed += got is None
+            return got
+
+    chan = Counted(mine)
+    chan.spin_s = 0.0002
+    for i in range(ROUNDS):
+        chan.send({"type": "run", "id": str(i), "code": "x = 1"})
+        chan.recv()
+    os.wait()
+    print(json.dumps({"missed": Counted.missed, "rounds": ROUNDS}))
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_spin_yields_the_cpu_to_a_peer_woken_onto_it() -> None:
+    out = subprocess.run([sys.executable, "-c", _SAME_CPU], capture_output=True, text=True, timeout=120, check=True)
+    found = json.loads(out.stdout)
+    assert found["rounds"] == 200
+    assert found["missed"] <= 50, found  # without the yield nearly every spin runs out: ~200
